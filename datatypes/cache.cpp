@@ -1,0 +1,159 @@
+#include "datatypes/cache.h"
+
+#include <atomic>
+#include <mutex>
+#include <shared_mutex>
+#include <unordered_map>
+
+#include "datatypes/decode.h"
+#include "support/config.h"
+#include "support/handle.h"
+#include "support/log.h"
+
+namespace veneer::datatypes {
+namespace {
+
+uint64_t key_of(MPI_Datatype h) { return handle_key(h); }
+
+struct Entry {
+  std::shared_ptr<const Layout> layout;  // null until first use
+  bool decoded = false;                  // decode tried (layout null: unsupported)
+};
+
+struct Cache {
+  std::shared_mutex mutex;
+  std::unordered_map<uint64_t, Entry> entries;
+  std::atomic<uint64_t> epoch{1};  // bumped whenever an entry leaves
+  int keyval = MPI_KEYVAL_INVALID;
+  std::atomic<int64_t> hits{0}, misses{0}, decoded{0}, unsupported{0}, evicted{0};
+};
+
+Cache& cache() {
+  static Cache* c = new Cache;  // never destroyed: callbacks may run during exit
+  return *c;
+}
+
+// A small per-thread direct-mapped front, valid while the epoch is unchanged.
+struct Front {
+  uint64_t key = 0;
+  uint64_t epoch = 0;
+  std::shared_ptr<const Layout> layout;
+};
+thread_local Front t_front[64];
+
+int on_type_free(MPI_Datatype type, int, void*, void*) {
+  Cache& c = cache();
+  std::unique_lock lock(c.mutex);
+  c.entries.erase(key_of(type));
+  c.epoch.fetch_add(1, std::memory_order_release);
+  return MPI_SUCCESS;
+}
+
+std::shared_ptr<const Layout> build(MPI_Datatype type) {
+  Cache& c = cache();
+  auto result = decode(type);
+  if (auto* e = std::get_if<DecodeError>(&result)) {
+    c.unsupported.fetch_add(1, std::memory_order_relaxed);
+    log(LogLevel::info, "type passes through: %s", e->why.c_str());
+    return nullptr;
+  }
+  c.decoded.fetch_add(1, std::memory_order_relaxed);
+  auto layout = std::make_shared<const Layout>(std::move(std::get<Layout>(result)));
+  log(LogLevel::debug, "type layout: %s", layout->describe().c_str());
+  return layout;
+}
+
+}  // namespace
+
+void cache_init() {
+  Cache& c = cache();
+  std::unique_lock lock(c.mutex);
+  if (c.keyval == MPI_KEYVAL_INVALID)
+    PMPI_Type_create_keyval(MPI_TYPE_NULL_COPY_FN, on_type_free, &c.keyval, nullptr);
+}
+
+void cache_finalize() {
+  Cache& c = cache();
+  std::unique_lock lock(c.mutex);
+  c.entries.clear();
+  c.epoch.fetch_add(1, std::memory_order_release);
+  if (c.keyval != MPI_KEYVAL_INVALID) PMPI_Type_free_keyval(&c.keyval);
+  c.keyval = MPI_KEYVAL_INVALID;
+}
+
+void note_committed(MPI_Datatype type) {
+  Cache& c = cache();
+  if (type == MPI_DATATYPE_NULL || c.keyval == MPI_KEYVAL_INVALID) return;
+  int ni = 0, na = 0, nt = 0, combiner = 0;
+  if (PMPI_Type_get_envelope(type, &ni, &na, &nt, &combiner) != MPI_SUCCESS || combiner == MPI_COMBINER_NAMED)
+    return;
+  const uint64_t key = key_of(type);
+  {
+    std::shared_lock lock(c.mutex);
+    if (c.entries.count(key)) return;
+  }
+  // The attribute's delete callback removes the entry when the type is freed.
+  if (PMPI_Type_set_attr(type, c.keyval, nullptr) != MPI_SUCCESS) return;
+  std::unique_lock lock(c.mutex);
+  c.entries.emplace(key, Entry{});
+}
+
+std::shared_ptr<const Layout> lookup(MPI_Datatype type) {
+  if (type == MPI_DATATYPE_NULL) return nullptr;
+  Cache& c = cache();
+  const uint64_t key = key_of(type);
+  const uint64_t epoch = c.epoch.load(std::memory_order_acquire);
+  Front& f = t_front[(key >> 4 ^ key) & 63];
+  if (f.key == key && f.epoch == epoch) {
+    c.hits.fetch_add(1, std::memory_order_relaxed);
+    return f.layout;
+  }
+  c.misses.fetch_add(1, std::memory_order_relaxed);
+  bool known = false;
+  {
+    std::shared_lock lock(c.mutex);
+    auto it = c.entries.find(key);
+    if (it != c.entries.end()) {
+      known = true;
+      if (it->second.decoded) {
+        f = {key, epoch, it->second.layout};
+        return it->second.layout;
+      }
+    }
+  }
+  if (!known) {
+    // Predefined types are always committed; anything else unknown is not ours.
+    int ni = 0, na = 0, nt = 0, combiner = 0;
+    if (PMPI_Type_get_envelope(type, &ni, &na, &nt, &combiner) != MPI_SUCCESS || combiner != MPI_COMBINER_NAMED)
+      return nullptr;
+  }
+  auto layout = build(type);
+  std::unique_lock lock(c.mutex);
+  if (static_cast<int64_t>(c.entries.size()) >= config().type_cache_limit) {
+    // Over the limit: forget decoded layouts (kept types are re-decoded on use).
+    for (auto& [k, e] : c.entries) {
+      if (e.layout) c.evicted.fetch_add(1, std::memory_order_relaxed);
+      e.layout.reset();
+      e.decoded = false;
+    }
+    c.epoch.fetch_add(1, std::memory_order_release);
+  }
+  if (!known) {
+    c.entries[key] = Entry{layout, true};
+  } else {
+    auto it = c.entries.find(key);
+    if (it == c.entries.end()) return layout;  // freed meanwhile: use once, keep nothing
+    it->second = Entry{layout, true};
+  }
+  f = {key, c.epoch.load(std::memory_order_acquire), layout};
+  return layout;
+}
+
+CacheStats cache_stats() {
+  Cache& c = cache();
+  std::shared_lock lock(c.mutex);
+  return {static_cast<int64_t>(c.entries.size()), c.hits.load(), c.misses.load(), c.decoded.load(),
+          c.unsupported.load(), c.evicted.load()};
+}
+
+}  // namespace veneer::datatypes

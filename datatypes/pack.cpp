@@ -1,0 +1,273 @@
+#include "datatypes/pack.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+namespace veneer::datatypes {
+namespace {
+
+// A leaf as the kernels see it: dims may have one extra outer dimension (the
+// instance count) that lives on the caller's stack.
+struct LeafView {
+  int64_t offset;
+  const Dim* dims;
+  int nd;
+  int64_t block;
+  const int64_t* offsets;  // irregular innermost level, or null
+  int64_t noffsets;
+};
+
+// Address arithmetic in integers: the base may be MPI_BOTTOM (null) with
+// absolute displacements, where pointer arithmetic would be undefined.
+inline char* at(char* base, int64_t offset) {
+  return reinterpret_cast<char*>(reinterpret_cast<uintptr_t>(base) + static_cast<uintptr_t>(offset));
+}
+
+template <bool Pack>
+inline void move_bytes(char* user, char*& io, int64_t n) {
+  if constexpr (Pack) {
+    std::memcpy(io, user, static_cast<size_t>(n));
+  } else {
+    std::memcpy(user, io, static_cast<size_t>(n));
+  }
+  io += n;
+}
+
+// Copies blocks [b0, b0 + nb) of a leaf; B is the block size when known at
+// compile time (0: use v.block). Fixed sizes compile to plain loads/stores.
+template <int64_t B, bool Pack>
+void leaf_blocks(const LeafView& v, char* base, int64_t b0, int64_t nb, char*& io) {
+  const int64_t bs = B ? B : v.block;
+  const bool irregular = v.offsets != nullptr;
+  int outer_nd = v.nd;
+  int64_t inner_count = 1, inner_stride = 0;
+  if (irregular) {
+    inner_count = v.noffsets;
+  } else if (v.nd > 0) {
+    inner_count = v.dims[v.nd - 1].count;
+    inner_stride = v.dims[v.nd - 1].stride;
+    outer_nd = v.nd - 1;
+  }
+  int64_t small[16];
+  std::vector<int64_t> large;
+  int64_t* idx = small;
+  if (outer_nd > 16) {
+    large.resize(static_cast<size_t>(outer_nd));
+    idx = large.data();
+  }
+  int64_t rest = b0 / inner_count;
+  int64_t j = b0 % inner_count;
+  char* row = at(base, v.offset);
+  for (int k = outer_nd - 1; k >= 0; --k) {
+    idx[k] = rest % v.dims[k].count;
+    rest /= v.dims[k].count;
+    row += idx[k] * v.dims[k].stride;
+  }
+  char* out = io;
+  while (nb > 0) {
+    const int64_t run = std::min(inner_count - j, nb);
+    if (irregular) {
+      const int64_t* off = v.offsets + j;
+      for (int64_t t = 0; t < run; ++t) {
+        char* p = row + off[t];
+        if constexpr (Pack) std::memcpy(out, p, static_cast<size_t>(bs));
+        else std::memcpy(p, out, static_cast<size_t>(bs));
+        out += bs;
+      }
+    } else {
+      char* p = row + j * inner_stride;
+      for (int64_t t = 0; t < run; ++t) {
+        if constexpr (Pack) std::memcpy(out, p, static_cast<size_t>(bs));
+        else std::memcpy(p, out, static_cast<size_t>(bs));
+        out += bs;
+        p += inner_stride;
+      }
+    }
+    nb -= run;
+    j = 0;
+    for (int k = outer_nd - 1; k >= 0; --k) {
+      row += v.dims[k].stride;
+      if (++idx[k] < v.dims[k].count) break;
+      row -= v.dims[k].count * v.dims[k].stride;
+      idx[k] = 0;
+    }
+  }
+  io = out;
+}
+
+template <bool Pack>
+void leaf_blocks_dispatch(const LeafView& v, char* base, int64_t b0, int64_t nb, char*& io) {
+  switch (v.block) {
+    case 1: return leaf_blocks<1, Pack>(v, base, b0, nb, io);
+    case 2: return leaf_blocks<2, Pack>(v, base, b0, nb, io);
+    case 4: return leaf_blocks<4, Pack>(v, base, b0, nb, io);
+    case 8: return leaf_blocks<8, Pack>(v, base, b0, nb, io);
+    case 12: return leaf_blocks<12, Pack>(v, base, b0, nb, io);
+    case 16: return leaf_blocks<16, Pack>(v, base, b0, nb, io);
+    case 24: return leaf_blocks<24, Pack>(v, base, b0, nb, io);
+    case 32: return leaf_blocks<32, Pack>(v, base, b0, nb, io);
+    case 40: return leaf_blocks<40, Pack>(v, base, b0, nb, io);
+    case 48: return leaf_blocks<48, Pack>(v, base, b0, nb, io);
+    case 64: return leaf_blocks<64, Pack>(v, base, b0, nb, io);
+    case 128: return leaf_blocks<128, Pack>(v, base, b0, nb, io);
+    default: return leaf_blocks<0, Pack>(v, base, b0, nb, io);
+  }
+}
+
+// Address of block `b` of a leaf (for partial blocks at the ends of a range).
+char* leaf_block_address(const LeafView& v, char* base, int64_t b) {
+  char* p = at(base, v.offset);
+  if (v.offsets) {
+    p += v.offsets[b % v.noffsets];
+    b /= v.noffsets;
+    for (int k = v.nd - 1; k >= 0; --k) {
+      p += (b % v.dims[k].count) * v.dims[k].stride;
+      b /= v.dims[k].count;
+    }
+  } else {
+    for (int k = v.nd - 1; k >= 0; --k) {
+      p += (b % v.dims[k].count) * v.dims[k].stride;
+      b /= v.dims[k].count;
+    }
+  }
+  return p;
+}
+
+// Bytes [skip, skip + len) of a leaf's stream; len is within the leaf.
+template <bool Pack>
+void leaf_range(const LeafView& v, char* base, int64_t skip, int64_t len, char*& io) {
+  int64_t b = skip / v.block;
+  const int64_t intra = skip % v.block;
+  if (intra) {
+    const int64_t n = std::min(v.block - intra, len);
+    move_bytes<Pack>(leaf_block_address(v, base, b) + intra, io, n);
+    len -= n;
+    ++b;
+  }
+  const int64_t full = len / v.block;
+  if (full) leaf_blocks_dispatch<Pack>(v, base, b, full, io);
+  const int64_t tail = len - full * v.block;
+  if (tail) move_bytes<Pack>(leaf_block_address(v, base, b + full), io, tail);
+}
+
+LeafView view_of(const Node& n) {
+  return {n.offset, n.dims.data(), static_cast<int>(n.dims.size()), n.block,
+          n.offsets.empty() ? nullptr : n.offsets.data(), static_cast<int64_t>(n.offsets.size())};
+}
+
+template <bool Pack>
+void node_range(const Node& n, char* base, int64_t skip, int64_t len, char*& io);
+
+template <bool Pack>
+void sequence_range(const Node& n, char* base, int64_t skip, int64_t len, char*& io) {
+  const int nd = static_cast<int>(n.dims.size());
+  int64_t small[16];
+  std::vector<int64_t> large;
+  int64_t* idx = small;
+  if (nd > 16) {
+    large.resize(static_cast<size_t>(nd));
+    idx = large.data();
+  }
+  int64_t rep = skip / n.unit;
+  int64_t within = skip % n.unit;
+  char* pos = at(base, n.offset);
+  for (int k = nd - 1; k >= 0; --k) {
+    idx[k] = rep % n.dims[k].count;
+    rep /= n.dims[k].count;
+    pos += idx[k] * n.dims[k].stride;
+  }
+  while (len > 0) {
+    for (const Node& c : n.children) {
+      const int64_t cb = c.bytes();
+      if (within >= cb) {
+        within -= cb;
+        continue;
+      }
+      const int64_t take = std::min(cb - within, len);
+      node_range<Pack>(c, pos, within, take, io);
+      within = 0;
+      len -= take;
+      if (len == 0) return;
+    }
+    for (int k = nd - 1; k >= 0; --k) {
+      pos += n.dims[k].stride;
+      if (++idx[k] < n.dims[k].count) break;
+      pos -= n.dims[k].count * n.dims[k].stride;
+      idx[k] = 0;
+    }
+  }
+}
+
+template <bool Pack>
+void node_range(const Node& n, char* base, int64_t skip, int64_t len, char*& io) {
+  if (len <= 0) return;
+  if (n.is_leaf()) {
+    leaf_range<Pack>(view_of(n), base, skip, len, io);
+  } else {
+    sequence_range<Pack>(n, base, skip, len, io);
+  }
+}
+
+template <bool Pack>
+int64_t transfer(const Layout& l, int64_t count, char* buf, int64_t skip, int64_t max_bytes, char* io) {
+  const int64_t total = l.size * count;
+  if (count <= 0 || skip < 0 || skip >= total || max_bytes <= 0) return 0;
+  const int64_t len = std::min(max_bytes, total - skip);
+  if (l.contiguous) {
+    char* p = at(buf, l.true_lb + skip);
+    char* cursor = io;
+    move_bytes<Pack>(p, cursor, len);
+    return len;
+  }
+  const Node& root = l.root;
+  char* cursor = io;
+  if (root.is_leaf() && root.dims.size() < 15) {
+    // Instances become one more outer dimension, merged when they line up.
+    Dim dims[16];
+    int nd = 0;
+    int64_t block = root.block;
+    const bool irregular = !root.offsets.empty();
+    if (!root.dims.empty() && l.extent == root.dims[0].count * root.dims[0].stride) {
+      dims[nd++] = {count * root.dims[0].count, root.dims[0].stride};
+      for (size_t k = 1; k < root.dims.size(); ++k) dims[nd++] = root.dims[k];
+    } else if (root.dims.empty() && !irregular && l.extent == block) {
+      block *= count;
+    } else {
+      if (count > 1) dims[nd++] = {count, l.extent};
+      for (const Dim& d : root.dims) dims[nd++] = d;
+    }
+    LeafView v{root.offset, dims, nd, block, irregular ? root.offsets.data() : nullptr,
+               static_cast<int64_t>(root.offsets.size())};
+    leaf_range<Pack>(v, buf, skip, len, cursor);
+    return len;
+  }
+  // General form: walk the instances one by one.
+  const int64_t per = l.size;
+  int64_t instance = skip / per;
+  int64_t within = skip % per;
+  int64_t left = len;
+  while (left > 0) {
+    const int64_t take = std::min(per - within, left);
+    node_range<Pack>(root, at(buf, instance * l.extent), within, take, cursor);
+    left -= take;
+    within = 0;
+    ++instance;
+  }
+  return len;
+}
+
+}  // namespace
+
+int64_t pack(const Layout& layout, int64_t count, const void* buf, int64_t skip, int64_t max_bytes, void* out) {
+  return transfer<true>(layout, count, const_cast<char*>(static_cast<const char*>(buf)), skip, max_bytes,
+                        static_cast<char*>(out));
+}
+
+int64_t unpack(const Layout& layout, int64_t count, void* buf, int64_t skip, int64_t max_bytes, const void* in) {
+  return transfer<false>(layout, count, static_cast<char*>(buf), skip, max_bytes,
+                         const_cast<char*>(static_cast<const char*>(in)));
+}
+
+}  // namespace veneer::datatypes

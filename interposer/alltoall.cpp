@@ -1,0 +1,227 @@
+// Alltoallv/Alltoallw and their neighbourhood forms with non-contiguous host
+// types: every block is packed into one staging buffer, the library moves
+// bytes, and received blocks are unpacked. The library call made is always the
+// same collective the user called (only with byte types), so ranks that take
+// over and ranks that pass through still match each other.
+#include <mpi.h>
+
+#include <climits>
+#include <memory>
+#include <vector>
+
+#include "datatypes/pack.h"
+#include "interposer/forward.h"
+#include "interposer/switchboard.h"
+#include "support/counters.h"
+
+using namespace veneer;
+using datatypes::Layout;
+
+namespace {
+
+bool worth_packing(const Layout* l) {
+  return l && !l->contiguous && l->size > 0 && l->mean_block() <= config().alltoall_max_block;
+}
+
+bool enabled() {
+  const Config& c = config();
+  return c.enabled && c.datatypes && c.alltoall;
+}
+
+// Number of blocks sent and received: group sizes, or the neighbourhood's degrees.
+bool peer_counts(MPI_Comm comm, bool neighborhood, int& nsend, int& nrecv) {
+  int inter = 0;
+  if (PMPI_Comm_test_inter(comm, &inter) != MPI_SUCCESS || inter) return false;
+  if (!neighborhood) {
+    int p = 0;
+    if (PMPI_Comm_size(comm, &p) != MPI_SUCCESS) return false;
+    nsend = nrecv = p;
+    return true;
+  }
+  int kind = MPI_UNDEFINED;
+  if (PMPI_Topo_test(comm, &kind) != MPI_SUCCESS) return false;
+  if (kind == MPI_CART) {
+    int nd = 0;
+    PMPI_Cartdim_get(comm, &nd);
+    nsend = nrecv = 2 * nd;
+    return true;
+  }
+  if (kind == MPI_GRAPH) {
+    int rank = 0, n = 0;
+    PMPI_Comm_rank(comm, &rank);
+    PMPI_Graph_neighbors_count(comm, rank, &n);
+    nsend = nrecv = n;
+    return true;
+  }
+  if (kind == MPI_DIST_GRAPH) {
+    int weighted = 0;
+    PMPI_Dist_graph_neighbors_count(comm, &nrecv, &nsend, &weighted);
+    return true;
+  }
+  return false;
+}
+
+// One side (send or receive) of the exchange rewritten in bytes.
+struct Side {
+  std::vector<int> counts, displs;  // bytes
+  std::unique_ptr<char[]> staging;
+  int64_t total = 0;
+};
+
+// Plans a side whose blocks are (count[i] of layout[i] at base + disp[i]);
+// false if a byte count or displacement would not fit an int.
+bool plan_side(Side& s, int n, const int* counts, const std::vector<const Layout*>& layouts) {
+  s.counts.resize(static_cast<size_t>(n));
+  s.displs.resize(static_cast<size_t>(n));
+  int64_t off = 0;
+  for (int i = 0; i < n; ++i) {
+    const int64_t bytes = layouts[static_cast<size_t>(i)]->size * int64_t{counts[i]};
+    if (counts[i] < 0 || bytes > INT_MAX || off > INT_MAX) return false;
+    s.counts[static_cast<size_t>(i)] = static_cast<int>(bytes);
+    s.displs[static_cast<size_t>(i)] = static_cast<int>(off);
+    off += bytes;
+  }
+  if (off > config().p2p_max_bytes) return false;
+  s.total = off;
+  s.staging = std::make_unique_for_overwrite<char[]>(static_cast<size_t>(off > 0 ? off : 1));
+  return true;
+}
+
+void pack_side(const Side& s, int n, const void* buf, const int* counts, const std::vector<int64_t>& byte_displs,
+               const std::vector<const Layout*>& layouts) {
+  for (int i = 0; i < n; ++i) {
+    const auto k = static_cast<size_t>(i);
+    datatypes::pack_all(*layouts[k], counts[i], offset_ptr(buf, byte_displs[k]), s.staging.get() + s.displs[k]);
+  }
+  counters().add(Counter::bytes_packed, static_cast<uint64_t>(s.total));
+}
+
+void unpack_side(const Side& s, int n, void* buf, const int* counts, const std::vector<int64_t>& byte_displs,
+                 const std::vector<const Layout*>& layouts) {
+  for (int i = 0; i < n; ++i) {
+    const auto k = static_cast<size_t>(i);
+    datatypes::unpack_all(*layouts[k], counts[i], offset_ptr(buf, byte_displs[k]), s.staging.get() + s.displs[k]);
+  }
+  counters().add(Counter::bytes_unpacked, static_cast<uint64_t>(s.total));
+}
+
+using VFn = int (*)(const void*, const int*, const int*, MPI_Datatype, void*, const int*, const int*, MPI_Datatype,
+                    MPI_Comm);
+template <class Disp>
+using WFn = int (*)(const void*, const int*, const Disp*, const MPI_Datatype*, void*, const int*, const Disp*,
+                    const MPI_Datatype*, MPI_Comm);
+
+int alltoallv_common(VFn fn, bool neighborhood, const void* sendbuf, const int* sendcounts, const int* sdispls,
+                     MPI_Datatype sendtype, void* recvbuf, const int* recvcounts, const int* rdispls,
+                     MPI_Datatype recvtype, MPI_Comm comm) {
+  auto pass = [&] {
+    counters().add(Counter::alltoall_passed);
+    return fn(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm);
+  };
+  if (!enabled() || sendbuf == MPI_IN_PLACE || !sendcounts || !recvcounts || !sdispls || !rdispls) return pass();
+  auto sl = datatypes::lookup(sendtype);
+  auto rl = datatypes::lookup(recvtype);
+  const bool pack_send = worth_packing(sl.get()), pack_recv = worth_packing(rl.get());
+  int ns = 0, nr = 0;
+  if ((!pack_send && !pack_recv) || !peer_counts(comm, neighborhood, ns, nr)) return pass();
+  Side s, r;
+  std::vector<const Layout*> sls(static_cast<size_t>(ns), sl.get()), rls(static_cast<size_t>(nr), rl.get());
+  if ((pack_send && !plan_side(s, ns, sendcounts, sls)) || (pack_recv && !plan_side(r, nr, recvcounts, rls)))
+    return pass();
+  std::vector<int64_t> sbyte(static_cast<size_t>(ns)), rbyte(static_cast<size_t>(nr));
+  if (pack_send) {
+    ScopedTimer timer;
+    for (int i = 0; i < ns; ++i) sbyte[static_cast<size_t>(i)] = int64_t{sdispls[i]} * sl->extent;
+    pack_side(s, ns, sendbuf, sendcounts, sbyte, sls);
+  }
+  for (int i = 0; pack_recv && i < nr; ++i) rbyte[static_cast<size_t>(i)] = int64_t{rdispls[i]} * rl->extent;
+  const int rc = fn(pack_send ? s.staging.get() : sendbuf, pack_send ? s.counts.data() : sendcounts,
+                    pack_send ? s.displs.data() : sdispls, pack_send ? MPI_BYTE : sendtype,
+                    pack_recv ? r.staging.get() : recvbuf, pack_recv ? r.counts.data() : recvcounts,
+                    pack_recv ? r.displs.data() : rdispls, pack_recv ? MPI_BYTE : recvtype, comm);
+  if (rc == MPI_SUCCESS && pack_recv) {
+    ScopedTimer timer;
+    unpack_side(r, nr, recvbuf, recvcounts, rbyte, rls);
+  }
+  counters().add(Counter::alltoall_taken);
+  return rc;
+}
+
+template <class Disp>
+int alltoallw_common(WFn<Disp> fn, bool neighborhood, const void* sendbuf, const int* sendcounts, const Disp* sdispls,
+                     const MPI_Datatype* sendtypes, void* recvbuf, const int* recvcounts, const Disp* rdispls,
+                     const MPI_Datatype* recvtypes, MPI_Comm comm) {
+  auto pass = [&] {
+    counters().add(Counter::alltoall_passed);
+    return fn(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm);
+  };
+  int ns = 0, nr = 0;
+  if (!enabled() || sendbuf == MPI_IN_PLACE || !sendcounts || !recvcounts || !sdispls || !rdispls || !sendtypes ||
+      !recvtypes || !peer_counts(comm, neighborhood, ns, nr))
+    return pass();
+  // Every type must be known; packing pays if any of them is worth packing.
+  std::vector<std::shared_ptr<const Layout>> keep;
+  std::vector<const Layout*> sls, rls;
+  bool worth = false;
+  for (int i = 0; i < ns; ++i) {
+    auto l = datatypes::lookup(sendtypes[i]);
+    if (!l) return pass();
+    worth = worth || worth_packing(l.get());
+    sls.push_back(l.get());
+    keep.push_back(std::move(l));
+  }
+  for (int i = 0; i < nr; ++i) {
+    auto l = datatypes::lookup(recvtypes[i]);
+    if (!l) return pass();
+    worth = worth || worth_packing(l.get());
+    rls.push_back(l.get());
+    keep.push_back(std::move(l));
+  }
+  if (!worth) return pass();
+  Side s, r;
+  if (!plan_side(s, ns, sendcounts, sls) || !plan_side(r, nr, recvcounts, rls)) return pass();
+  std::vector<int64_t> sbyte(sdispls, sdispls + ns), rbyte(rdispls, rdispls + nr);
+  {
+    ScopedTimer timer;
+    pack_side(s, ns, sendbuf, sendcounts, sbyte, sls);
+  }
+  std::vector<MPI_Datatype> sbytes(static_cast<size_t>(ns), MPI_BYTE), rbytes(static_cast<size_t>(nr), MPI_BYTE);
+  std::vector<Disp> sd(s.displs.begin(), s.displs.end()), rd(r.displs.begin(), r.displs.end());
+  const int rc = fn(s.staging.get(), s.counts.data(), sd.data(), sbytes.data(), r.staging.get(), r.counts.data(),
+                    rd.data(), rbytes.data(), comm);
+  if (rc == MPI_SUCCESS) {
+    ScopedTimer timer;
+    unpack_side(r, nr, recvbuf, recvcounts, rbyte, rls);
+  }
+  counters().add(Counter::alltoall_taken);
+  return rc;
+}
+
+}  // namespace
+
+extern "C" int MPI_Alltoallv(const void* sendbuf, const int sendcounts[], const int sdispls[], MPI_Datatype sendtype,
+                             void* recvbuf, const int recvcounts[], const int rdispls[], MPI_Datatype recvtype,
+                             MPI_Comm comm) {
+  return alltoallv_common(next::Alltoallv, false, sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts,
+                          rdispls, recvtype, comm);
+}
+
+extern "C" int MPI_Neighbor_alltoallv(const void* sendbuf, const int sendcounts[], const int sdispls[],
+                                      MPI_Datatype sendtype, void* recvbuf, const int recvcounts[],
+                                      const int rdispls[], MPI_Datatype recvtype, MPI_Comm comm) {
+  return alltoallv_common(next::Neighbor_alltoallv, true, sendbuf, sendcounts, sdispls, sendtype, recvbuf,
+                          recvcounts, rdispls, recvtype, comm);
+}
+
+extern "C" int MPI_Alltoallw(const void* sendbuf, const int sendcounts[], const int sdispls[],
+                             const MPI_Datatype sendtypes[], void* recvbuf, const int recvcounts[],
+                             const int rdispls[], const MPI_Datatype recvtypes[], MPI_Comm comm) {
+  return alltoallw_common<int>(next::Alltoallw, false, sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts,
+                          rdispls, recvtypes, comm);
+}
+
+extern "C" int MPI_Neighbor_alltoallw(const void* sendbuf, const int sendcounts[], const MPI_Aint sdispls[],
+                                      const MPI_Datatype sendtypes[], void* recvbuf, const int recvcounts[],
+                                      const MPI_Aint rdispls[], const MPI_Datatype recvtypes[], MPI_Comm comm) {
+  return alltoallw_common<MPI_Aint>(next::Neighbor_alltoallw, true, sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm);
+}

@@ -1,0 +1,21 @@
+#pragma once
+// Where an intercepted call goes next: the next definition of the same MPI_*
+// symbol after libveneer.so (another PMPI tool preloaded after Veneer, or the
+// MPI library itself), found with dlsym(RTLD_NEXT); PMPI_* if there is none.
+// This keeps tools stacked behind Veneer working.
+#include <mpi.h>
+
+#define VENEER_FORWARDED(X)                                                                          \
+  X(Init) X(Init_thread) X(Finalize) X(Type_commit) X(Pack) X(Unpack) X(Send) X(Ssend) X(Rsend)    \
+  X(Isend) X(Issend) X(Recv) X(Irecv) X(Sendrecv) X(Sendrecv_replace) X(Wait) X(Waitall) X(Waitany) \
+  X(Waitsome) X(Test) X(Testall) X(Testany) X(Testsome) X(Request_free) X(Cancel)                    \
+  X(Request_get_status) X(Alltoallv) X(Alltoallw) X(Neighbor_alltoallv) X(Neighbor_alltoallw)        \
+  X(Allreduce) X(Bcast) X(Reduce) X(Allgather) X(Reduce_scatter) X(Reduce_scatter_block) X(Alltoall)
+
+namespace veneer::next {
+#define VENEER_DECLARE(name) extern decltype(&PMPI_##name) name;
+VENEER_FORWARDED(VENEER_DECLARE)
+#undef VENEER_DECLARE
+// Fills the table (idempotent; runs at load time and again at MPI_Init).
+void resolve();
+}  // namespace veneer::next

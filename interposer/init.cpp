@@ -1,0 +1,74 @@
+// MPI_Init/Init_thread/Finalize hooks and the type-commit hook that makes
+// derived types known to the layout cache.
+#include <mpi.h>
+
+#include <atomic>
+
+#include "datatypes/cache.h"
+#include "interposer/forward.h"
+#include "interposer/report.h"
+#include "interposer/requests.h"
+#include "support/config.h"
+#include "support/log.h"
+
+using namespace veneer;
+
+namespace veneer {
+void collectives_start();   // defined by the collectives glue
+void collectives_stop();
+}  // namespace veneer
+
+namespace {
+std::atomic<bool> g_started{false};
+
+void start() {
+  bool expected = false;
+  if (!g_started.compare_exchange_strong(expected, true)) return;
+  reload_config();
+  int rank = 0;
+  PMPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  set_log_rank(rank);
+  datatypes::cache_init();
+  collectives_start();
+  log(LogLevel::info, "Veneer %s loaded (%s)%s", VENEER_VERSION, VENEER_MPI_FLAVOR,
+      config().enabled ? "" : ", disabled by VENEER_DISABLE");
+}
+}  // namespace
+
+extern "C" int MPI_Init(int* argc, char*** argv) {
+  next::resolve();
+  const int rc = next::Init(argc, argv);
+  if (rc == MPI_SUCCESS) start();
+  return rc;
+}
+
+extern "C" int MPI_Init_thread(int* argc, char*** argv, int required, int* provided) {
+  next::resolve();
+  const int rc = next::Init_thread(argc, argv, required, provided);
+  if (rc == MPI_SUCCESS) start();
+  return rc;
+}
+
+extern "C" int MPI_Finalize() {
+  if (g_started.load()) {
+    requests::drain_detached();
+    print_report();
+    collectives_stop();
+    datatypes::cache_finalize();
+  }
+  return next::Finalize();
+}
+
+extern "C" int MPI_Type_commit(MPI_Datatype* type) {
+  const int rc = next::Type_commit(type);
+  if (rc == MPI_SUCCESS && type) {
+    if (!g_started.load()) {
+      // MPI was initialised behind our back (e.g. from Fortran): start now.
+      int initialized = 0;
+      PMPI_Initialized(&initialized);
+      if (initialized) start();
+    }
+    datatypes::note_committed(*type);
+  }
+  return rc;
+}

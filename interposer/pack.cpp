@@ -1,0 +1,55 @@
+// MPI_Pack and MPI_Unpack through Veneer's packers. Anything the library
+// would reject (bad counts, small buffers, unknown types) is passed through so
+// that the library reports its own error.
+#include <mpi.h>
+
+#include "datatypes/pack.h"
+#include "interposer/forward.h"
+#include "interposer/switchboard.h"
+#include "support/counters.h"
+
+using namespace veneer;
+
+namespace {
+std::shared_ptr<const datatypes::Layout> pack_layout(int count, MPI_Datatype type, int size, const int* position,
+                                                     MPI_Comm comm) {
+  const Config& c = config();
+  if (!c.enabled || !c.datatypes || !c.pack || count <= 0 || size < 0 || !position || *position < 0 ||
+      comm == MPI_COMM_NULL)
+    return nullptr;
+  auto layout = datatypes::lookup(type);
+  if (!layout || layout->size <= 0) return nullptr;
+  if (int64_t{*position} + layout->size * count > int64_t{size}) return nullptr;
+  return layout;
+}
+}  // namespace
+
+extern "C" int MPI_Pack(const void* inbuf, int incount, MPI_Datatype type, void* outbuf, int outsize,
+                        int* position, MPI_Comm comm) {
+  auto layout = outbuf ? pack_layout(incount, type, outsize, position, comm) : nullptr;
+  if (!layout) {
+    counters().add(Counter::pack_passed);
+    return next::Pack(inbuf, incount, type, outbuf, outsize, position, comm);
+  }
+  ScopedTimer timer;
+  const int64_t n = datatypes::pack_all(*layout, incount, inbuf, offset_ptr(outbuf, *position));
+  *position += static_cast<int>(n);
+  counters().add(Counter::pack_taken);
+  counters().add(Counter::bytes_packed, static_cast<uint64_t>(n));
+  return MPI_SUCCESS;
+}
+
+extern "C" int MPI_Unpack(const void* inbuf, int insize, int* position, void* outbuf, int outcount,
+                          MPI_Datatype type, MPI_Comm comm) {
+  auto layout = inbuf ? pack_layout(outcount, type, insize, position, comm) : nullptr;
+  if (!layout) {
+    counters().add(Counter::unpack_passed);
+    return next::Unpack(inbuf, insize, position, outbuf, outcount, type, comm);
+  }
+  ScopedTimer timer;
+  const int64_t n = datatypes::unpack_all(*layout, outcount, outbuf, offset_ptr(inbuf, *position));
+  *position += static_cast<int>(n);
+  counters().add(Counter::unpack_taken);
+  counters().add(Counter::bytes_unpacked, static_cast<uint64_t>(n));
+  return MPI_SUCCESS;
+}

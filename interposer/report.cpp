@@ -1,0 +1,72 @@
+#include "interposer/report.h"
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "datatypes/cache.h"
+#include "interposer/requests.h"
+#include "support/config.h"
+#include "support/counters.h"
+
+namespace veneer {
+
+std::string collectives_report_text();  // defined by the collectives glue
+
+namespace {
+constexpr int kCounters = static_cast<int>(Counter::count_);
+
+void print_table(FILE* out, const char* who, const std::vector<unsigned long long>& v, int ranks) {
+  std::fprintf(out, "veneer report (%s, %d rank%s, Veneer %s on %s)\n", who, ranks, ranks == 1 ? "" : "s",
+               VENEER_VERSION, VENEER_MPI_FLAVOR);
+  for (int i = 0; i < kCounters; ++i) {
+    const auto c = static_cast<Counter>(i);
+    if (c == Counter::nanoseconds) {
+      std::fprintf(out, "  %-28s %14.6f\n", "seconds in veneer", static_cast<double>(v[static_cast<size_t>(i)]) * 1e-9);
+    } else {
+      std::fprintf(out, "  %-28s %14llu\n", counter_name(c), v[static_cast<size_t>(i)]);
+    }
+  }
+}
+}  // namespace
+
+void print_report() {
+  const Config& cfg = config();
+  if (!cfg.report) return;
+  int rank = 0, size = 1;
+  PMPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  PMPI_Comm_size(MPI_COMM_WORLD, &size);
+  std::vector<unsigned long long> mine(kCounters), sum(kCounters);
+  for (int i = 0; i < kCounters; ++i) mine[static_cast<size_t>(i)] = counters().get(static_cast<Counter>(i));
+  PMPI_Reduce(mine.data(), sum.data(), kCounters, MPI_UNSIGNED_LONG_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
+  FILE* out = stderr;
+  bool opened = false;
+  if (!cfg.report_file.empty() && (rank == 0 || cfg.report == 2)) {
+    std::string path = cfg.report_file;
+    if (cfg.report == 2) path += "." + std::to_string(rank);
+    if (FILE* f = std::fopen(path.c_str(), "w")) {
+      out = f;
+      opened = true;
+    }
+  }
+  if (cfg.report == 2) {
+    std::string who = "rank " + std::to_string(rank);
+    print_table(out, who.c_str(), mine, 1);
+  } else if (rank == 0) {
+    print_table(out, "summed over ranks", sum, size);
+  }
+  if (rank == 0 || cfg.report == 2) {
+    const auto stats = datatypes::cache_stats();
+    std::fprintf(out, "  %-28s %14lld (limit %lld)\n", "type cache entries", static_cast<long long>(stats.entries),
+                 static_cast<long long>(cfg.type_cache_limit));
+    std::fprintf(out, "  %-28s %14lld\n", "types decoded", static_cast<long long>(stats.decoded));
+    std::fprintf(out, "  %-28s %14lld\n", "types passed through", static_cast<long long>(stats.unsupported));
+    std::fprintf(out, "  %-28s %14lld\n", "requests in flight (max)", static_cast<long long>(requests::high_water()));
+    const std::string coll = collectives_report_text();
+    if (!coll.empty()) std::fprintf(out, "%s", coll.c_str());
+  }
+  if (opened) std::fclose(out);
+  else std::fflush(out);
+}
+
+}  // namespace veneer

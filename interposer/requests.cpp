@@ -1,0 +1,153 @@
+#include "interposer/requests.h"
+
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+#include "datatypes/pack.h"
+#include "interposer/forward.h"
+#include "support/counters.h"
+#include "support/handle.h"
+
+namespace veneer::requests {
+
+std::atomic<int64_t> g_live{0};
+
+namespace {
+
+uint64_t key_of(MPI_Request h) { return handle_key(h); }
+
+struct Table {
+  std::mutex mutex;
+  std::unordered_map<uint64_t, Pending> live;
+  std::vector<std::pair<MPI_Request, Pending>> detached;
+  int64_t high_water = 0;
+};
+
+Table& table() {
+  static Table* t = new Table;  // outlives static destructors that might still complete requests
+  return *t;
+}
+
+}  // namespace
+
+void track(MPI_Request req, Pending pending) {
+  Table& t = table();
+  std::lock_guard lock(t.mutex);
+  t.live.insert_or_assign(key_of(req), std::move(pending));
+  g_live.store(static_cast<int64_t>(t.live.size() + t.detached.size()), std::memory_order_release);
+  t.high_water = std::max<int64_t>(t.high_water, static_cast<int64_t>(t.live.size()));
+}
+
+std::optional<Pending> take(MPI_Request req) {
+  if (req == MPI_REQUEST_NULL) return std::nullopt;
+  Table& t = table();
+  std::lock_guard lock(t.mutex);
+  auto it = t.live.find(key_of(req));
+  if (it == t.live.end()) return std::nullopt;
+  Pending p = std::move(it->second);
+  t.live.erase(it);
+  g_live.store(static_cast<int64_t>(t.live.size() + t.detached.size()), std::memory_order_release);
+  return p;
+}
+
+std::vector<std::pair<int, MPI_Request>> tracked_among(int n, const MPI_Request* reqs) {
+  std::vector<std::pair<int, MPI_Request>> found;
+  Table& t = table();
+  std::lock_guard lock(t.mutex);
+  if (t.live.empty()) return found;
+  for (int i = 0; i < n; ++i)
+    if (reqs[i] != MPI_REQUEST_NULL && t.live.count(key_of(reqs[i]))) found.emplace_back(i, reqs[i]);
+  return found;
+}
+
+bool tracked(MPI_Request req) {
+  if (req == MPI_REQUEST_NULL) return false;
+  Table& t = table();
+  std::lock_guard lock(t.mutex);
+  return t.live.count(key_of(req)) != 0;
+}
+
+void complete(Pending& p, const MPI_Status& status) {
+  if (!p.is_recv || p.unpacked) return;
+  int cancelled = 0;
+  PMPI_Test_cancelled(&status, &cancelled);
+  if (cancelled) return;
+  MPI_Count received = 0;
+  PMPI_Get_elements_x(&status, MPI_BYTE, &received);
+  if (received == MPI_UNDEFINED || received < 0) return;
+  const int64_t n = std::min<int64_t>(received, p.capacity);
+  datatypes::unpack(*p.layout, p.count, p.buf, 0, n, p.staging.get());
+  counters().add(Counter::bytes_unpacked, static_cast<uint64_t>(n));
+  p.unpacked = true;
+}
+
+void unpack_now(MPI_Request req, const MPI_Status& status) {
+  Table& t = table();
+  std::lock_guard lock(t.mutex);
+  auto it = t.live.find(key_of(req));
+  if (it != t.live.end()) complete(it->second, status);
+}
+
+void detach(MPI_Request req, Pending pending) {
+  Table& t = table();
+  std::lock_guard lock(t.mutex);
+  t.detached.emplace_back(req, std::move(pending));
+  g_live.store(static_cast<int64_t>(t.live.size() + t.detached.size()), std::memory_order_release);
+}
+
+void progress_detached() {
+  Table& t = table();
+  std::unique_lock lock(t.mutex, std::try_to_lock);
+  if (!lock.owns_lock() || t.detached.empty()) return;
+  for (size_t i = 0; i < t.detached.size();) {
+    auto& [req, pending] = t.detached[i];
+    int flag = 0;
+    MPI_Status status;
+    if (PMPI_Test(&req, &flag, &status) == MPI_SUCCESS && flag) {
+      complete(pending, status);
+      t.detached[i] = std::move(t.detached.back());
+      t.detached.pop_back();
+    } else {
+      ++i;
+    }
+  }
+  g_live.store(static_cast<int64_t>(t.live.size() + t.detached.size()), std::memory_order_release);
+}
+
+void drain_detached() {
+  Table& t = table();
+  std::lock_guard lock(t.mutex);
+  for (auto& [req, pending] : t.detached) {
+    int flag = 0;
+    MPI_Status status;
+    PMPI_Test(&req, &flag, &status);
+    if (!flag && pending.is_recv) {
+      // Nobody matched it: cancel rather than hang in MPI_Finalize.
+      PMPI_Cancel(&req);
+      PMPI_Test(&req, &flag, &status);
+    }
+    if (!flag) {
+      // Still in the library's hands: its staging memory must outlive it.
+      (void)pending.staging.release();
+      continue;
+    }
+    complete(pending, status);
+  }
+  t.detached.clear();
+  g_live.store(static_cast<int64_t>(t.live.size()), std::memory_order_release);
+}
+
+int64_t high_water() {
+  Table& t = table();
+  std::lock_guard lock(t.mutex);
+  return t.high_water;
+}
+
+int64_t detached_count() {
+  Table& t = table();
+  std::lock_guard lock(t.mutex);
+  return static_cast<int64_t>(t.detached.size());
+}
+
+}  // namespace veneer::requests

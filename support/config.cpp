@@ -1,0 +1,98 @@
+#include "support/config.h"
+
+#include <cstdlib>
+#include <limits>
+#include <mutex>
+
+namespace veneer {
+
+std::optional<int64_t> parse_size(std::string_view t) {
+  if (t == "inf" || t == "max") return std::numeric_limits<int64_t>::max();
+  if (t.empty()) return std::nullopt;
+  int64_t value = 0;
+  size_t i = 0;
+  for (; i < t.size() && t[i] >= '0' && t[i] <= '9'; ++i) {
+    if (value > (std::numeric_limits<int64_t>::max() - 9) / 10) return std::nullopt;
+    value = value * 10 + (t[i] - '0');
+  }
+  if (i == 0) return std::nullopt;
+  int shift = 0;
+  if (i < t.size()) {
+    switch (t[i]) {
+      case 'k': case 'K': shift = 10; break;
+      case 'm': case 'M': shift = 20; break;
+      case 'g': case 'G': shift = 30; break;
+      default: return std::nullopt;
+    }
+    ++i;
+    if (i < t.size() && (t[i] == 'i' || t[i] == 'I')) ++i;
+    if (i < t.size() && (t[i] == 'b' || t[i] == 'B')) ++i;
+    if (i != t.size()) return std::nullopt;
+  }
+  if (shift && value > (std::numeric_limits<int64_t>::max() >> shift)) return std::nullopt;
+  return value << shift;
+}
+
+namespace {
+
+bool parse_bool(const char* v, bool fallback) {
+  if (!v || !*v) return fallback;
+  std::string_view s(v);
+  if (s == "0" || s == "off" || s == "no" || s == "false" || s == "OFF" || s == "NO" || s == "FALSE")
+    return false;
+  if (s == "1" || s == "on" || s == "yes" || s == "true" || s == "ON" || s == "YES" || s == "TRUE")
+    return true;
+  return fallback;
+}
+
+int64_t size_or(const char* v, int64_t fallback) {
+  if (!v) return fallback;
+  auto parsed = parse_size(v);
+  return parsed ? *parsed : fallback;
+}
+
+Config g_config;
+std::once_flag g_once;
+
+const char* real_getenv(const char* name) { return std::getenv(name); }
+
+}  // namespace
+
+Config parse_config(const char* (*env)(const char*)) {
+  Config c;
+  c.enabled = !parse_bool(env("VENEER_DISABLE"), false);
+  c.datatypes = parse_bool(env("VENEER_DATATYPES"), true);
+  c.pack = parse_bool(env("VENEER_PACK"), true);
+  c.p2p = parse_bool(env("VENEER_P2P"), true);
+  c.alltoall = parse_bool(env("VENEER_ALLTOALLV"), true);
+  c.collectives = parse_bool(env("VENEER_COLLECTIVES"), true);
+  if (const char* l = env("VENEER_LOG")) {
+    std::string_view s(l);
+    if (s == "error" || s == "0") c.log_level = LogLevel::error;
+    else if (s == "warn" || s == "1") c.log_level = LogLevel::warn;
+    else if (s == "info" || s == "2") c.log_level = LogLevel::info;
+    else if (s == "debug" || s == "3") c.log_level = LogLevel::debug;
+  }
+  if (const char* r = env("VENEER_REPORT")) {
+    std::string_view s(r);
+    c.report = (s == "2" || s == "rank") ? 2 : (parse_bool(r, false) ? 1 : 0);
+  }
+  if (const char* f = env("VENEER_REPORT_FILE")) c.report_file = f;
+  c.p2p_max_block = size_or(env("VENEER_P2P_MAX_BLOCK"), c.p2p_max_block);
+  c.p2p_max_bytes = size_or(env("VENEER_P2P_MAX_BYTES"), c.p2p_max_bytes);
+  c.alltoall_max_block = size_or(env("VENEER_ALLTOALL_MAX_BLOCK"), c.alltoall_max_block);
+  c.type_cache_limit = size_or(env("VENEER_TYPE_CACHE"), c.type_cache_limit);
+  return c;
+}
+
+const Config& config() {
+  std::call_once(g_once, [] { g_config = parse_config(real_getenv); });
+  return g_config;
+}
+
+void reload_config() {
+  std::call_once(g_once, [] {});
+  g_config = parse_config(real_getenv);
+}
+
+}  // namespace veneer

@@ -1,0 +1,43 @@
+#pragma once
+// The run-time switchboard: every VENEER_* environment variable, read once.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace veneer {
+
+enum class LogLevel { error = 0, warn = 1, info = 2, debug = 3 };
+
+struct Config {
+  bool enabled = true;            // VENEER_DISABLE=1 turns everything off
+  bool datatypes = true;          // VENEER_DATATYPES=0 turns the datatype engine off
+  bool pack = true;               // VENEER_PACK=0: MPI_Pack/Unpack go to the library
+  bool p2p = true;                // VENEER_P2P=0: sends/receives go to the library
+  bool alltoall = true;           // VENEER_ALLTOALLV=0: Alltoallv/w go to the library
+  bool collectives = true;        // VENEER_COLLECTIVES=0: collectives go to the library
+  LogLevel log_level = LogLevel::warn;  // VENEER_LOG=error|warn|info|debug
+  int report = 0;                 // VENEER_REPORT=0|1|2 (2: per rank)
+  std::string report_file;        // VENEER_REPORT_FILE=path (default stderr)
+  // Send/receive take-over rule: non-contiguous data whose mean contiguous
+  // block is at most this many bytes (VENEER_P2P_MAX_BLOCK).
+  int64_t p2p_max_block = 1024;
+  // Largest message (bytes) staged through a temporary buffer (VENEER_P2P_MAX_BYTES).
+  int64_t p2p_max_bytes = int64_t{256} << 20;
+  // Alltoallv/w take-over rule, same meaning (VENEER_ALLTOALL_MAX_BLOCK).
+  int64_t alltoall_max_block = 1024;
+  // Most layouts kept in the per-type cache (VENEER_TYPE_CACHE); freed types leave it at once.
+  int64_t type_cache_limit = 100000;
+};
+
+// Parses the environment (pure function of its argument for tests).
+Config parse_config(const char* (*getenv_fn)(const char*));
+// The process-wide configuration, read on first use.
+const Config& config();
+// Re-read the environment (used at MPI_Init).
+void reload_config();
+
+// "64k", "1M", "inf", "123" -> bytes; nullopt on junk.
+std::optional<int64_t> parse_size(std::string_view text);
+
+}  // namespace veneer

@@ -1,0 +1,8 @@
+#include "support/counters.h"
+
+namespace veneer {
+Counters& counters() {
+  static Counters c;
+  return c;
+}
+}  // namespace veneer

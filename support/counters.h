@@ -1,0 +1,52 @@
+#pragma once
+// Counters for the end-of-run report. Relaxed atomics: cheap, never exact-ordered.
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+
+namespace veneer {
+
+enum class Counter : int {
+  pack_taken, pack_passed, unpack_taken, unpack_passed,
+  send_taken, send_passed, recv_taken, recv_passed,
+  alltoall_taken, alltoall_passed, coll_taken, coll_passed,
+  bytes_packed, bytes_unpacked, nanoseconds,
+  count_  // number of counters
+};
+
+inline constexpr const char* counter_name(Counter c) {
+  constexpr const char* names[] = {
+      "pack taken over", "pack passed through", "unpack taken over", "unpack passed through",
+      "sends taken over", "sends passed through", "receives taken over", "receives passed through",
+      "alltoallv/w taken over", "alltoallv/w passed through", "collectives taken over",
+      "collectives passed through", "bytes packed", "bytes unpacked", "ns in veneer"};
+  return names[static_cast<int>(c)];
+}
+
+struct Counters {
+  std::array<std::atomic<uint64_t>, static_cast<int>(Counter::count_)> values{};
+  void add(Counter c, uint64_t n = 1) {
+    values[static_cast<int>(c)].fetch_add(n, std::memory_order_relaxed);
+  }
+  uint64_t get(Counter c) const { return values[static_cast<int>(c)].load(std::memory_order_relaxed); }
+};
+
+Counters& counters();
+
+// Adds the time between construction and destruction to Counter::nanoseconds.
+class ScopedTimer {
+ public:
+  ScopedTimer() : start_(std::chrono::steady_clock::now()) {}
+  ~ScopedTimer() {
+    auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start_);
+    counters().add(Counter::nanoseconds, static_cast<uint64_t>(ns.count()));
+  }
+  ScopedTimer(const ScopedTimer&) = delete;
+  ScopedTimer& operator=(const ScopedTimer&) = delete;
+
+ private:
+  std::chrono::steady_clock::time_point start_;
+};
+
+}  // namespace veneer

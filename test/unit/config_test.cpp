@@ -1,0 +1,40 @@
+#include <gtest/gtest.h>
+
+#include <map>
+#include <string>
+
+#include "support/config.h"
+
+namespace {
+std::map<std::string, std::string> g_env;
+const char* fake_env(const char* name) {
+  auto it = g_env.find(name);
+  return it == g_env.end() ? nullptr : it->second.c_str();
+}
+}  // namespace
+
+TEST(Config, ParsesSizes) {
+  EXPECT_EQ(veneer::parse_size("0"), 0);
+  EXPECT_EQ(veneer::parse_size("64k"), 65536);
+  EXPECT_EQ(veneer::parse_size("1M"), 1 << 20);
+  EXPECT_EQ(veneer::parse_size("2GiB"), int64_t{2} << 30);
+  EXPECT_FALSE(veneer::parse_size("x"));
+  EXPECT_FALSE(veneer::parse_size("12q"));
+  EXPECT_FALSE(veneer::parse_size(""));
+}
+
+TEST(Config, DefaultsAndSwitches) {
+  g_env.clear();
+  auto c = veneer::parse_config(fake_env);
+  EXPECT_TRUE(c.enabled);
+  EXPECT_TRUE(c.datatypes);
+  EXPECT_EQ(c.report, 0);
+  g_env = {{"VENEER_DISABLE", "1"}, {"VENEER_DATATYPES", "0"}, {"VENEER_REPORT", "1"},
+           {"VENEER_LOG", "debug"}, {"VENEER_P2P_MAX_BLOCK", "4k"}};
+  c = veneer::parse_config(fake_env);
+  EXPECT_FALSE(c.enabled);
+  EXPECT_FALSE(c.datatypes);
+  EXPECT_EQ(c.report, 1);
+  EXPECT_EQ(c.log_level, veneer::LogLevel::debug);
+  EXPECT_EQ(c.p2p_max_block, 4096);
+}
