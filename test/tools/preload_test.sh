@@ -9,7 +9,12 @@ np=4
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 # How to hand LD_PRELOAD to the ranks and not to the launcher.
-pl() { if [ "$flavour" = openmpi ]; then echo "-x LD_PRELOAD=$1"; else echo "-genv LD_PRELOAD $1"; fi; }
+# A sanitizer build needs its runtime first: $VENEER_TEST_PRELOAD_PREFIX.
+pl() {
+  v=$1
+  if [ -n "${VENEER_TEST_PRELOAD_PREFIX:-}" ]; then v="$VENEER_TEST_PRELOAD_PREFIX:$v"; fi
+  if [ "$flavour" = openmpi ]; then echo "-x LD_PRELOAD=$v"; else echo "-genv LD_PRELOAD $v"; fi
+}
 run() {  # run OUTFILE [PRELOAD]
   out=$1; shift
   if [ $# -gt 0 ]; then
