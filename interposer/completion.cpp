@@ -2,7 +2,9 @@
 // completes a request Veneer started, the staging buffer is released and a
 // receive is unpacked into the user's buffer before the call returns. A
 // request counts as completed when the library set the handle to
-// MPI_REQUEST_NULL (Veneer never tracks persistent requests).
+// MPI_REQUEST_NULL (Veneer never tracks persistent requests). Entries are taken
+// out of the table before the library call (see requests::take_among) and put
+// back if their request did not complete.
 #include <mpi.h>
 
 #include <vector>
@@ -13,10 +15,6 @@
 using namespace veneer;
 
 namespace {
-
-void finish(MPI_Request handle, const MPI_Status& status) {
-  if (auto p = requests::take(handle)) requests::complete(*p, status);
-}
 
 // Statuses for the library call: the user's array, or a local one when the
 // user passed MPI_STATUSES_IGNORE (Veneer needs byte counts to unpack).
@@ -31,82 +29,92 @@ struct StatusArray {
   }
 };
 
+// Completes or puts back each taken entry; status_of(i) gives the status of
+// request i when it completed.
+template <class StatusOf>
+void settle(std::vector<requests::Taken>& taken, const MPI_Request* reqs, bool any_completed, StatusOf status_of) {
+  for (auto& t : taken) {
+    if (any_completed && reqs[t.index] == MPI_REQUEST_NULL) {
+      if (const MPI_Status* st = status_of(t.index)) {
+        requests::complete(t.pending, *st);
+        continue;
+      }
+    }
+    requests::track(t.handle, std::move(t.pending));
+  }
+}
+
+template <class Call>
+int single(MPI_Request* request, MPI_Status* status, Call call, int* flag) {
+  auto taken = requests::take_among(1, request);
+  if (taken.empty()) return call(status);
+  MPI_Status local;
+  MPI_Status* st = status == MPI_STATUS_IGNORE ? &local : status;
+  const int rc = call(st);
+  settle(taken, request, !flag || *flag, [&](int) { return st; });
+  return rc;
+}
+
 }  // namespace
 
 extern "C" int MPI_Wait(MPI_Request* request, MPI_Status* status) {
   if (!requests::any() || !request) return next::Wait(request, status);
   requests::progress_detached();
-  const MPI_Request handle = *request;
-  if (!requests::tracked(handle)) return next::Wait(request, status);
-  MPI_Status local;
-  MPI_Status* st = status == MPI_STATUS_IGNORE ? &local : status;
-  const int rc = next::Wait(request, st);
-  if (*request == MPI_REQUEST_NULL) finish(handle, *st);
-  return rc;
+  return single(request, status, [&](MPI_Status* st) { return next::Wait(request, st); }, nullptr);
 }
 
 extern "C" int MPI_Test(MPI_Request* request, int* flag, MPI_Status* status) {
-  if (!requests::any() || !request) return next::Test(request, flag, status);
+  if (!requests::any() || !request || !flag) return next::Test(request, flag, status);
   requests::progress_detached();
-  const MPI_Request handle = *request;
-  if (!requests::tracked(handle)) return next::Test(request, flag, status);
-  MPI_Status local;
-  MPI_Status* st = status == MPI_STATUS_IGNORE ? &local : status;
-  const int rc = next::Test(request, flag, st);
-  if (*flag && *request == MPI_REQUEST_NULL) finish(handle, *st);
-  return rc;
+  return single(request, status, [&](MPI_Status* st) { return next::Test(request, flag, st); }, flag);
 }
 
 extern "C" int MPI_Waitall(int count, MPI_Request requests[], MPI_Status statuses[]) {
   if (!requests::any() || count <= 0 || !requests) return next::Waitall(count, requests, statuses);
   requests::progress_detached();
-  auto mine = requests::tracked_among(count, requests);
-  if (mine.empty()) return next::Waitall(count, requests, statuses);
+  auto taken = requests::take_among(count, requests);
+  if (taken.empty()) return next::Waitall(count, requests, statuses);
   StatusArray st(statuses, count);
   const int rc = next::Waitall(count, requests, st.ptr);
-  for (auto [i, handle] : mine)
-    if (requests[i] == MPI_REQUEST_NULL) finish(handle, st.ptr[i]);
+  settle(taken, requests, true, [&](int i) { return &st.ptr[i]; });
   return rc;
 }
 
 extern "C" int MPI_Testall(int count, MPI_Request requests[], int* flag, MPI_Status statuses[]) {
-  if (!requests::any() || count <= 0 || !requests) return next::Testall(count, requests, flag, statuses);
+  if (!requests::any() || count <= 0 || !requests || !flag) return next::Testall(count, requests, flag, statuses);
   requests::progress_detached();
-  auto mine = requests::tracked_among(count, requests);
-  if (mine.empty()) return next::Testall(count, requests, flag, statuses);
+  auto taken = requests::take_among(count, requests);
+  if (taken.empty()) return next::Testall(count, requests, flag, statuses);
   StatusArray st(statuses, count);
   const int rc = next::Testall(count, requests, flag, st.ptr);
-  if (*flag)
-    for (auto [i, handle] : mine)
-      if (requests[i] == MPI_REQUEST_NULL) finish(handle, st.ptr[i]);
+  settle(taken, requests, *flag != 0, [&](int i) { return &st.ptr[i]; });
   return rc;
 }
 
 extern "C" int MPI_Waitany(int count, MPI_Request requests[], int* index, MPI_Status* status) {
-  if (!requests::any() || count <= 0 || !requests) return next::Waitany(count, requests, index, status);
+  if (!requests::any() || count <= 0 || !requests || !index) return next::Waitany(count, requests, index, status);
   requests::progress_detached();
-  auto mine = requests::tracked_among(count, requests);
-  if (mine.empty()) return next::Waitany(count, requests, index, status);
+  auto taken = requests::take_among(count, requests);
+  if (taken.empty()) return next::Waitany(count, requests, index, status);
   MPI_Status local;
   MPI_Status* st = status == MPI_STATUS_IGNORE ? &local : status;
   const int rc = next::Waitany(count, requests, index, st);
-  if (*index != MPI_UNDEFINED)
-    for (auto [i, handle] : mine)
-      if (i == *index && requests[i] == MPI_REQUEST_NULL) finish(handle, *st);
+  settle(taken, requests, *index != MPI_UNDEFINED,
+         [&](int i) { return i == *index ? st : static_cast<MPI_Status*>(nullptr); });
   return rc;
 }
 
 extern "C" int MPI_Testany(int count, MPI_Request requests[], int* index, int* flag, MPI_Status* status) {
-  if (!requests::any() || count <= 0 || !requests) return next::Testany(count, requests, index, flag, status);
+  if (!requests::any() || count <= 0 || !requests || !index || !flag)
+    return next::Testany(count, requests, index, flag, status);
   requests::progress_detached();
-  auto mine = requests::tracked_among(count, requests);
-  if (mine.empty()) return next::Testany(count, requests, index, flag, status);
+  auto taken = requests::take_among(count, requests);
+  if (taken.empty()) return next::Testany(count, requests, index, flag, status);
   MPI_Status local;
   MPI_Status* st = status == MPI_STATUS_IGNORE ? &local : status;
   const int rc = next::Testany(count, requests, index, flag, st);
-  if (*flag && *index != MPI_UNDEFINED)
-    for (auto [i, handle] : mine)
-      if (i == *index && requests[i] == MPI_REQUEST_NULL) finish(handle, *st);
+  settle(taken, requests, *flag && *index != MPI_UNDEFINED,
+         [&](int i) { return i == *index ? st : static_cast<MPI_Status*>(nullptr); });
   return rc;
 }
 
@@ -114,32 +122,33 @@ namespace {
 template <class Fn>
 int some(Fn fn, int incount, MPI_Request requests[], int* outcount, int indices[], MPI_Status statuses[]) {
   requests::progress_detached();
-  auto mine = requests::tracked_among(incount, requests);
-  if (mine.empty()) return fn(incount, requests, outcount, indices, statuses);
+  auto taken = requests::take_among(incount, requests);
+  if (taken.empty()) return fn(incount, requests, outcount, indices, statuses);
   StatusArray st(statuses, incount);
   const int rc = fn(incount, requests, outcount, indices, st.ptr);
-  if (*outcount == MPI_UNDEFINED) return rc;
-  std::vector<MPI_Request> saved(static_cast<size_t>(incount), MPI_REQUEST_NULL);
-  for (auto [i, handle] : mine) saved[static_cast<size_t>(i)] = handle;
-  for (int k = 0; k < *outcount; ++k) {
-    const int i = indices[k];
-    if (i >= 0 && i < incount && saved[static_cast<size_t>(i)] != MPI_REQUEST_NULL && requests[i] == MPI_REQUEST_NULL)
-      finish(saved[static_cast<size_t>(i)], st.ptr[k]);
-  }
+  // Where in the output arrays each completed request's status landed.
+  std::vector<int> slot(static_cast<size_t>(incount), -1);
+  if (*outcount != MPI_UNDEFINED)
+    for (int k = 0; k < *outcount; ++k)
+      if (indices[k] >= 0 && indices[k] < incount) slot[static_cast<size_t>(indices[k])] = k;
+  settle(taken, requests, *outcount != MPI_UNDEFINED && *outcount > 0, [&](int i) {
+    const int k = slot[static_cast<size_t>(i)];
+    return k >= 0 ? &st.ptr[k] : static_cast<MPI_Status*>(nullptr);
+  });
   return rc;
 }
 }  // namespace
 
 extern "C" int MPI_Waitsome(int incount, MPI_Request requests[], int* outcount, int indices[],
                             MPI_Status statuses[]) {
-  if (!requests::any() || incount <= 0 || !requests)
+  if (!requests::any() || incount <= 0 || !requests || !outcount || !indices)
     return next::Waitsome(incount, requests, outcount, indices, statuses);
   return some(next::Waitsome, incount, requests, outcount, indices, statuses);
 }
 
 extern "C" int MPI_Testsome(int incount, MPI_Request requests[], int* outcount, int indices[],
                             MPI_Status statuses[]) {
-  if (!requests::any() || incount <= 0 || !requests)
+  if (!requests::any() || incount <= 0 || !requests || !outcount || !indices)
     return next::Testsome(incount, requests, outcount, indices, statuses);
   return some(next::Testsome, incount, requests, outcount, indices, statuses);
 }
@@ -161,7 +170,8 @@ extern "C" int MPI_Cancel(MPI_Request* request) {
 }
 
 extern "C" int MPI_Request_get_status(MPI_Request request, int* flag, MPI_Status* status) {
-  if (!requests::any() || !requests::tracked(request)) return next::Request_get_status(request, flag, status);
+  if (!requests::any() || !flag || !requests::tracked(request))
+    return next::Request_get_status(request, flag, status);
   MPI_Status local;
   MPI_Status* st = status == MPI_STATUS_IGNORE ? &local : status;
   const int rc = next::Request_get_status(request, flag, st);

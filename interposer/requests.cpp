@@ -51,13 +51,19 @@ std::optional<Pending> take(MPI_Request req) {
   return p;
 }
 
-std::vector<std::pair<int, MPI_Request>> tracked_among(int n, const MPI_Request* reqs) {
-  std::vector<std::pair<int, MPI_Request>> found;
+std::vector<Taken> take_among(int n, const MPI_Request* reqs) {
+  std::vector<Taken> found;
   Table& t = table();
   std::lock_guard lock(t.mutex);
   if (t.live.empty()) return found;
-  for (int i = 0; i < n; ++i)
-    if (reqs[i] != MPI_REQUEST_NULL && t.live.count(key_of(reqs[i]))) found.emplace_back(i, reqs[i]);
+  for (int i = 0; i < n; ++i) {
+    if (reqs[i] == MPI_REQUEST_NULL) continue;
+    auto it = t.live.find(key_of(reqs[i]));
+    if (it == t.live.end()) continue;
+    found.push_back({i, reqs[i], std::move(it->second)});
+    t.live.erase(it);
+  }
+  g_live.store(static_cast<int64_t>(t.live.size() + t.detached.size()), std::memory_order_release);
   return found;
 }
 

@@ -35,8 +35,17 @@ inline bool any() { return g_live.load(std::memory_order_acquire) > 0; }
 void track(MPI_Request req, Pending pending);
 // Removes and returns the entry of `req`, if Veneer tracks it.
 std::optional<Pending> take(MPI_Request req);
-// Indices of tracked requests among reqs[0..n) with their handles, under one lock.
-std::vector<std::pair<int, MPI_Request>> tracked_among(int n, const MPI_Request* reqs);
+// Removes the entries of the tracked requests among reqs[0..n), under one lock.
+// Completion calls take entries out before the library completes (and frees)
+// the request, so that a handle the library recycles for another thread's new
+// request can never meet a stale entry; entries of requests that did not
+// complete are put back with track().
+struct Taken {
+  int index;
+  MPI_Request handle;
+  Pending pending;
+};
+std::vector<Taken> take_among(int n, const MPI_Request* reqs);
 // True if `req` is tracked (entry stays).
 bool tracked(MPI_Request req);
 // Marks a tracked receive as unpacked after doing `fn` once under the lock.

@@ -351,3 +351,38 @@ TEST(Pack, MatchesLibraryForCommonTypes) {
   PMPI_Unpack(got.data(), static_cast<int>(got.size()), &pos, lib.data(), 2, col.type, MPI_COMM_WORLD);
   EXPECT_EQ(back, lib);
 }
+
+#include <thread>
+
+TEST(P2P, ConcurrentThreadsUnderThreadMultiple) {
+  int provided = 0;
+  MPI_Query_thread(&provided);
+  if (provided < MPI_THREAD_MULTIPLE) GTEST_SKIP() << "the library gave no MPI_THREAD_MULTIPLE";
+  const int me = rank_of();
+  constexpr int kThreads = 4, kRounds = 50;
+  // Every thread commits and frees its own types too, racing with the others' lookups.
+  std::vector<int> errors(kThreads, 0);
+  std::vector<std::thread> pool;
+  for (int t = 0; t < kThreads; ++t) {
+    pool.emplace_back([t, me, &errors] {
+      for (int r = 0; r < kRounds; ++r) {
+        Column col(40 + t, 1 + r % 3, 4);
+        auto src = pattern(static_cast<size_t>(4 * (40 + t) + 8), t * 100.0 + r);
+        std::vector<double> dst(src.size(), -1.0), ref(src.size(), -1.0);
+        MPI_Request q[2];
+        const int tag = 1000 + t;
+        MPI_Irecv(dst.data(), 1, col.type, me, tag, MPI_COMM_WORLD, &q[0]);
+        MPI_Isend(src.data(), 1, col.type, me, tag, MPI_COMM_WORLD, &q[1]);
+        MPI_Waitall(2, q, MPI_STATUSES_IGNORE);
+        int pos = 0;
+        std::vector<char> packed(src.size() * sizeof(double));
+        MPI_Pack(src.data(), 1, col.type, packed.data(), static_cast<int>(packed.size()), &pos, MPI_COMM_WORLD);
+        pos = 0;
+        MPI_Unpack(packed.data(), static_cast<int>(packed.size()), &pos, ref.data(), 1, col.type, MPI_COMM_WORLD);
+        if (dst != ref) ++errors[static_cast<size_t>(t)];
+      }
+    });
+  }
+  for (auto& th : pool) th.join();
+  for (int t = 0; t < kThreads; ++t) EXPECT_EQ(errors[static_cast<size_t>(t)], 0) << "thread " << t;
+}
