@@ -91,6 +91,20 @@ void simplify_sequence(Node& n) {
       flat.push_back(std::move(c));
     }
   }
+  // Blocks of one size at irregular places become a leaf with offsets (before
+  // merging neighbours, which would make the sizes differ).
+  if (flat.size() > 1) {
+    bool uniform = true;
+    for (const Node& c : flat) uniform = uniform && plain_leaf(c) && c.block == flat[0].block;
+    if (uniform) {
+      Node leaf;
+      leaf.block = flat[0].block;
+      leaf.offsets.reserve(flat.size());
+      for (const Node& c : flat) leaf.offsets.push_back(c.offset);
+      flat.clear();
+      flat.push_back(std::move(leaf));
+    }
+  }
   // Merge abutting plain blocks.
   std::vector<Node> merged;
   merged.reserve(flat.size());

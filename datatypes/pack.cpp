@@ -186,7 +186,11 @@ void sequence_range(const Node& n, char* base, int64_t skip, int64_t len, char*&
         continue;
       }
       const int64_t take = std::min(cb - within, len);
-      node_range<Pack>(c, pos, within, take, io);
+      if (c.block > 0 && c.dims.empty() && c.offsets.empty()) {
+        move_bytes<Pack>(at(pos, c.offset + within), io, take);  // a plain block: no dispatch
+      } else {
+        node_range<Pack>(c, pos, within, take, io);
+      }
       within = 0;
       len -= take;
       if (len == 0) return;
