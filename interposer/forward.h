@@ -6,7 +6,7 @@
 #include <mpi.h>
 
 #define VENEER_FORWARDED(X)                                                                          \
-  X(Init) X(Init_thread) X(Finalize) X(Type_commit) X(Pack) X(Unpack) X(Send) X(Ssend) X(Rsend)    \
+  X(Init) X(Init_thread) X(Finalize) X(Type_commit) X(Type_dup) X(Pack) X(Unpack) X(Send) X(Ssend) X(Rsend)    \
   X(Isend) X(Issend) X(Recv) X(Irecv) X(Sendrecv) X(Sendrecv_replace) X(Wait) X(Waitall) X(Waitany) \
   X(Waitsome) X(Test) X(Testall) X(Testany) X(Testsome) X(Request_free) X(Cancel)                    \
   X(Request_get_status) X(Alltoallv) X(Alltoallw) X(Neighbor_alltoallv) X(Neighbor_alltoallw)        \

@@ -72,3 +72,10 @@ extern "C" int MPI_Type_commit(MPI_Datatype* type) {
   }
   return rc;
 }
+
+extern "C" int MPI_Type_dup(MPI_Datatype type, MPI_Datatype* newtype) {
+  const int rc = next::Type_dup(type, newtype);
+  // A duplicate of a committed type is committed too (MPI 4.1, 5.1.8).
+  if (rc == MPI_SUCCESS && newtype && g_started.load() && datatypes::lookup(type)) datatypes::note_committed(*newtype);
+  return rc;
+}
