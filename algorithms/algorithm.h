@@ -1,0 +1,95 @@
+#pragma once
+// What an algorithm is: the collective it implements, its preconditions as
+// data, its predicted time, and how it runs. One file per algorithm defines
+// one `Algorithm`; registry.cpp lists them all.
+#include <mpi.h>
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "algorithms/cost_model.h"
+#include "topology/hierarchy.h"
+
+namespace veneer::algorithms {
+
+using topology::Hierarchy;
+
+enum class Collective : int { allreduce, bcast, reduce, allgather, reduce_scatter, reduce_scatter_block, alltoall };
+inline constexpr int collective_count = 7;
+
+std::string_view collective_name(Collective c);
+std::optional<Collective> collective_from_name(std::string_view name);
+
+// In which order an algorithm combines the operands of a reduction.
+enum class OpOrder {
+  rank_order,  // a0 op a1 op ... op a(p-1), any bracketing: fine for non-commutative ops
+  node_order,  // rank order when nodes are runs of consecutive ranks; otherwise needs a commutative op
+  any_order,   // needs a commutative op
+};
+
+// Preconditions, checked against a Shape by eligible(). Defaults: no condition.
+struct Requirements {
+  OpOrder order = OpOrder::rank_order;
+  bool predefined_op = false;         // MPI_SUM etc., not a user function
+  bool predefined_type = false;       // a named MPI type
+  bool power_of_two = false;          // communicator size 2^k
+  bool equal_ranks_per_node = false;
+  bool node_consecutive = false;
+  bool in_place = true;               // accepts MPI_IN_PLACE
+  bool count_at_least_p = false;      // at least one element per rank
+};
+
+// A call as every rank sees it: only arguments MPI requires to be identical
+// on all ranks (counts, type, op, communicator), so every rank selects alike.
+struct Shape {
+  Collective collective = Collective::allreduce;
+  int64_t bytes = 0;   // the whole message; see tuning.h for what that is per collective
+  int64_t count = 0;   // elements of the reduced vector (reductions), bytes otherwise
+  int ranks = 1;
+  int nodes = 1;
+  int min_ranks_per_node = 1;
+  int max_ranks_per_node = 1;
+  bool equal_ranks_per_node = true;
+  bool node_consecutive = true;
+  bool commutative = true;
+  bool predefined_op = true;
+  bool predefined_type = true;
+  bool in_place = false;
+  bool oversubscribed = false;  // more ranks on the real node than it has PUs
+};
+
+Shape shape_of(Collective c, int64_t bytes, const Hierarchy& h);
+
+// The arguments of a call, as the MPI function received them. Bcast, Allgather
+// and Alltoall algorithms see bytes: `type` is MPI_BYTE and counts are bytes
+// (collectives.cpp packs and unpacks other types around them).
+struct Args {
+  const void* sbuf = nullptr;
+  void* rbuf = nullptr;
+  int count = 0;                      // reductions: elements; bcast: buffer; allgather/alltoall: per-rank block
+  MPI_Datatype type = MPI_DATATYPE_NULL;
+  const int* rcounts = nullptr;       // reduce_scatter: elements each rank receives
+  MPI_Op op = MPI_OP_NULL;
+  int root = 0;
+};
+
+struct Algorithm {
+  Collective collective;
+  std::string_view name;              // what users write in overrides and read in reports
+  Requirements needs;
+  bool hierarchical;                  // uses the node structure (the library's own estimate ignores these)
+  double (*predicted_seconds)(const Shape&, const CostModel&);
+  int (*run)(const Args&, const Hierarchy&);  // MPI error code
+};
+
+// Every algorithm of collective `c`.
+std::span<const Algorithm* const> algorithms_for(Collective c);
+const Algorithm* find_algorithm(Collective c, std::string_view name);
+
+// Whether `a` may run a call of this shape; if not, `why_not` says which condition failed.
+bool eligible(const Algorithm& a, const Shape& s, std::string* why_not = nullptr);
+
+}  // namespace veneer::algorithms

@@ -1,0 +1,89 @@
+#pragma once
+// Veneer's collectives, as the interposer calls them. Each returns nullopt
+// when it does not take the call (the caller then passes it to the library
+// unchanged), or the MPI return code of the algorithm that ran. Every
+// decision uses only arguments MPI requires to be the same on all ranks, so
+// all ranks of a communicator take the call or all pass it through.
+//
+// The first call on a communicator that is taken builds its node hierarchy
+// (collective over the communicator, inside that same collective call).
+// Everything below calls the library through PMPI_* only, so these functions
+// can be called from Veneer's MPI_Allreduce etc. without recursion.
+// Nonblocking collectives are not handled: they pass through.
+#include <mpi.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "algorithms/algorithm.h"
+#include "algorithms/cost_model.h"
+
+namespace veneer::algorithms {
+
+// Reads VENEER_ALLREDUCE, VENEER_BCAST, ... (see tuning.h); call at MPI_Init,
+// or again after changing the environment. Calls before it read the environment once.
+void collectives_init();
+// Frees MPI_COMM_WORLD's cached hierarchy; call before PMPI_Finalize.
+void collectives_finalize();
+
+std::optional<int> allreduce(const void* sbuf, void* rbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm);
+std::optional<int> bcast(void* buf, int count, MPI_Datatype type, int root, MPI_Comm comm);
+std::optional<int> reduce(const void* sbuf, void* rbuf, int count, MPI_Datatype type, MPI_Op op, int root,
+                          MPI_Comm comm);
+std::optional<int> allgather(const void* sbuf, int scount, MPI_Datatype stype, void* rbuf, int rcount,
+                             MPI_Datatype rtype, MPI_Comm comm);
+std::optional<int> reduce_scatter(const void* sbuf, void* rbuf, const int rcounts[], MPI_Datatype type, MPI_Op op,
+                                  MPI_Comm comm);
+std::optional<int> reduce_scatter_block(const void* sbuf, void* rbuf, int rcount, MPI_Datatype type, MPI_Op op,
+                                        MPI_Comm comm);
+std::optional<int> alltoall(const void* sbuf, int scount, MPI_Datatype stype, void* rbuf, int rcount,
+                            MPI_Datatype rtype, MPI_Comm comm);
+
+// Per collective, which algorithms ran how often on this rank ("library" for
+// calls passed through), one line per collective that was called.
+std::string collectives_report();
+struct AlgorithmCount {
+  Collective collective;
+  std::string_view algorithm;
+  uint64_t calls;
+};
+std::vector<AlgorithmCount> collectives_counts();  // the same, as data (to sum over ranks)
+void reset_collectives_counts();
+
+// For a call of `bytes` (see tuning.h) on comm, with a commutative predefined
+// op on a named type: every algorithm with its predicted time or why it is
+// not eligible, and the choice. Collective over comm the first time (builds its hierarchy).
+std::string explain(Collective c, int64_t bytes, MPI_Comm comm);
+
+// Replaces the cost model (a calibrated profile); the default until then.
+void set_cost_model(const CostModel& model);
+const CostModel& cost_model();
+
+// A call of any collective, for tests and benchmarks. Bcast's buffer is rbuf.
+struct Call {
+  Collective collective = Collective::allreduce;
+  const void* sbuf = nullptr;
+  void* rbuf = nullptr;
+  int count = 0;                               // reductions, bcast; allgather/alltoall: receive side
+  MPI_Datatype type = MPI_DATATYPE_NULL;
+  int scount = 0;                              // allgather/alltoall send side
+  MPI_Datatype stype = MPI_DATATYPE_NULL;
+  const int* rcounts = nullptr;                // reduce_scatter
+  MPI_Op op = MPI_OP_NULL;
+  int root = 0;
+};
+
+// Runs `algorithm` (or "library": PMPI on h.comm) for `call` on hierarchy h,
+// bypassing the selection; nullopt (with why_not) when it is unknown, not
+// eligible, or Veneer would not take such a call at all.
+std::optional<int> run_with(std::string_view algorithm, const Call& call, const Hierarchy& h,
+                            std::string* why_not = nullptr);
+// The shape the selector would see for `call` on h; nullopt when Veneer would not take the call.
+std::optional<Shape> shape_of(const Call& call, const Hierarchy& h);
+// What the selector would choose for `call` on h ("library" or an algorithm name).
+std::string_view chosen_for(const Call& call, const Hierarchy& h);
+
+}  // namespace veneer::algorithms

@@ -1,0 +1,654 @@
+// veneer-halo3d: the halo exchange of a periodic 3-D structured-grid code.
+//
+// Every rank owns a block of n0 x n1 x n2 cells (q doubles per cell,
+// interleaved, so the innermost dimension is q doubles) inside a halo of
+// width r, and fills its halo from all 26 neighbours (6 faces, 12 edges,
+// 8 corners), each region described by MPI_Type_create_subarray on the whole
+// local array. Three ways of exchanging are timed: Isend/Irecv, one
+// MPI_Neighbor_alltoallw on a distributed-graph communicator, and MPI_Pack
+// into one buffer + MPI_Alltoallv of MPI_PACKED + MPI_Unpack.
+//
+// It is a plain MPI program: run it as is for the library's numbers and under
+// LD_PRELOAD=libveneer.so for Veneer's. Every halo cell is checked after
+// every exchange against a value computed from its global position, so a
+// wrong packer cannot produce a number.
+
+#include <mpi.h>
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <cinttypes>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace {
+
+// Dimension 0 varies slowest (z), dimension 2 fastest (x); the q doubles of a
+// cell follow dimension 2.
+using Index3 = std::array<int64_t, 3>;
+using Offset3 = std::array<int, 3>;
+
+constexpr int kNeighbours = 26;
+constexpr double kPoison = -1.0;  // never a pattern value (those are >= 1)
+
+const char* const kUsage =
+    "usage: veneer-halo3d [--n N | --nx X --ny Y --nz Z] [--r R] [--q Q]\n"
+    "                     [--iterations I] [--warmup W]\n"
+    "                     [--method isend|neighbor|alltoallv|all] [--json FILE]\n"
+    "  --n N          local interior cells per dimension (default 24)\n"
+    "  --nx/--ny/--nz local interior cells along x (fastest), y, z\n"
+    "  --r R          halo radius in cells (default 1, at most the local size)\n"
+    "  --q Q          doubles per cell, interleaved (default 1)\n"
+    "  --iterations I timed exchanges per method (default 10)\n"
+    "  --warmup W     untimed (but verified) exchanges first (default 2)\n"
+    "  --json FILE    append one JSON line with the results (rank 0)\n";
+
+struct Options {
+  Index3 cells{24, 24, 24};
+  int64_t radius = 1;
+  int64_t quantities = 1;
+  int64_t iterations = 10;
+  int64_t warmup = 2;
+  std::vector<std::string> methods{"isend", "neighbor", "alltoallv"};
+  std::string json_path;
+};
+
+std::optional<int64_t> parse_count(const char* text, int64_t min_value) {
+  char* end = nullptr;
+  errno = 0;
+  long long value = std::strtoll(text, &end, 10);
+  if (errno != 0 || end == text || *end != '\0' || value < min_value) return std::nullopt;
+  return value;
+}
+
+// Returns the options, or an error message (empty for --help).
+std::pair<std::optional<Options>, std::string> parse_options(int argc, char** argv) {
+  Options o;
+  for (int a = 1; a < argc; ++a) {
+    const std::string flag = argv[a];
+    if (flag == "--help" || flag == "-h") return {std::nullopt, ""};
+    if (a + 1 >= argc) return {std::nullopt, "missing value after " + flag};
+    const char* value = argv[++a];
+    // Reads the value as a count of at least min_value into `into`.
+    std::string bad = "bad value '" + std::string(value) + "' for " + flag;
+    auto read = [&](int64_t min_value, int64_t& into) {
+      auto v = parse_count(value, min_value);
+      if (v) into = *v;
+      return v.has_value();
+    };
+    bool ok = true;
+    if (flag == "--n" || flag == "-n") {
+      ok = read(1, o.cells[0]);
+      o.cells[1] = o.cells[2] = o.cells[0];
+    } else if (flag == "--nx") {
+      ok = read(1, o.cells[2]);
+    } else if (flag == "--ny") {
+      ok = read(1, o.cells[1]);
+    } else if (flag == "--nz") {
+      ok = read(1, o.cells[0]);
+    } else if (flag == "--r" || flag == "-r") {
+      ok = read(1, o.radius);
+    } else if (flag == "--q" || flag == "-q") {
+      ok = read(1, o.quantities);
+    } else if (flag == "--iterations" || flag == "-i") {
+      ok = read(1, o.iterations);
+    } else if (flag == "--warmup") {
+      ok = read(0, o.warmup);
+    } else if (flag == "--method" || flag == "-m") {
+      std::string_view m = value;
+      if (m == "all") {
+        o.methods = {"isend", "neighbor", "alltoallv"};
+      } else if (m == "isend" || m == "neighbor" || m == "alltoallv") {
+        o.methods = {std::string(m)};
+      } else {
+        return {std::nullopt, "unknown method '" + std::string(m) + "'"};
+      }
+    } else if (flag == "--json") {
+      o.json_path = value;
+    } else {
+      return {std::nullopt, "unknown option " + flag};
+    }
+    if (!ok) return {std::nullopt, bad};
+  }
+  for (int k = 0; k < 3; ++k)
+    if (o.radius > o.cells[k]) return {std::nullopt, "the halo radius must not exceed the local size in any dimension"};
+  return {o, ""};
+}
+
+// Owns a committed MPI datatype.
+class Datatype {
+ public:
+  Datatype() = default;
+  explicit Datatype(MPI_Datatype type) : type_(type) {}
+  Datatype(Datatype&& other) noexcept : type_(std::exchange(other.type_, MPI_DATATYPE_NULL)) {}
+  Datatype& operator=(Datatype&& other) noexcept {
+    std::swap(type_, other.type_);
+    return *this;
+  }
+  Datatype(const Datatype&) = delete;
+  Datatype& operator=(const Datatype&) = delete;
+  ~Datatype() {
+    if (type_ != MPI_DATATYPE_NULL) MPI_Type_free(&type_);
+  }
+  MPI_Datatype get() const { return type_; }
+
+ private:
+  MPI_Datatype type_ = MPI_DATATYPE_NULL;
+};
+
+// Owns a communicator we created.
+class Communicator {
+ public:
+  Communicator() = default;
+  explicit Communicator(MPI_Comm comm) : comm_(comm) {}
+  Communicator(Communicator&& other) noexcept : comm_(std::exchange(other.comm_, MPI_COMM_NULL)) {}
+  Communicator& operator=(Communicator&& other) noexcept {
+    std::swap(comm_, other.comm_);
+    return *this;
+  }
+  Communicator(const Communicator&) = delete;
+  Communicator& operator=(const Communicator&) = delete;
+  ~Communicator() {
+    if (comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
+  }
+  MPI_Comm get() const { return comm_; }
+
+ private:
+  MPI_Comm comm_ = MPI_COMM_NULL;
+};
+
+struct Box {
+  Index3 start;
+  Index3 size;
+  int64_t cells() const { return size[0] * size[1] * size[2]; }
+};
+
+// The 26 neighbour directions in one fixed order (z slowest), the same on
+// every rank: send i, receive i and the tags of the Isend method follow it.
+std::array<Offset3, kNeighbours> neighbour_directions() {
+  std::array<Offset3, kNeighbours> dirs{};
+  int i = 0;
+  for (int dz = -1; dz <= 1; ++dz)
+    for (int dy = -1; dy <= 1; ++dy)
+      for (int dx = -1; dx <= 1; ++dx)
+        if (dz != 0 || dy != 0 || dx != 0) dirs[i++] = {dz, dy, dx};
+  return dirs;
+}
+
+// The local array of one rank: interior cells plus halo, and the pattern.
+class Field {
+ public:
+  Field(const Options& o, const Offset3& process_grid, const Offset3& coords)
+      : n_(o.cells), r_(o.radius), q_(o.quantities) {
+    for (int k = 0; k < 3; ++k) {
+      extent_[k] = n_[k] + 2 * r_;
+      global_[k] = n_[k] * process_grid[k];
+      first_global_[k] = n_[k] * coords[k];
+    }
+    values_.assign(static_cast<size_t>(extent_[0] * extent_[1] * extent_[2] * q_), 0.0);
+  }
+
+  double* data() { return values_.data(); }
+  const Index3& extent() const { return extent_; }
+  int64_t quantities() const { return q_; }
+
+  // Largest pattern value for `exchanges` exchanges; must stay below 2^53 so
+  // that every value is exact.
+  double largest_value(int64_t exchanges) const {
+    return static_cast<double>(exchanges) * static_cast<double>(global_[0]) * static_cast<double>(global_[1]) *
+           static_cast<double>(global_[2]) * static_cast<double>(q_);
+  }
+
+  // Interior cells a rank sends in direction d: the slab of width r on that side.
+  Box send_box(const Offset3& d) const {
+    Box b{};
+    for (int k = 0; k < 3; ++k) {
+      b.start[k] = d[k] > 0 ? n_[k] : r_;
+      b.size[k] = d[k] == 0 ? n_[k] : r_;
+    }
+    return b;
+  }
+
+  // Halo cells on the side of direction d.
+  Box halo_box(const Offset3& d) const {
+    Box b{};
+    for (int k = 0; k < 3; ++k) {
+      b.start[k] = d[k] < 0 ? 0 : (d[k] > 0 ? n_[k] + r_ : r_);
+      b.size[k] = d[k] == 0 ? n_[k] : r_;
+    }
+    return b;
+  }
+
+  Box interior() const { return Box{{r_, r_, r_}, n_}; }
+
+  // The value of quantity c of the global cell under local cell l after
+  // exchange number `step`: distinct for every cell, quantity and step.
+  double pattern(const Index3& l, int64_t c, int64_t step) const {
+    int64_t v = step;
+    for (int k = 0; k < 3; ++k) v = v * global_[k] + global_index(l, k);
+    return static_cast<double>(v * q_ + c + 1);
+  }
+
+  int64_t global_index(const Index3& l, int k) const {
+    int64_t g = (first_global_[k] + l[k] - r_) % global_[k];
+    return g < 0 ? g + global_[k] : g;
+  }
+
+  int64_t offset(const Index3& l) const { return ((l[0] * extent_[1] + l[1]) * extent_[2] + l[2]) * q_; }
+
+  template <class Visit>
+  void for_each_cell(const Box& b, Visit visit) {
+    Index3 l{};
+    for (l[0] = b.start[0]; l[0] < b.start[0] + b.size[0]; ++l[0])
+      for (l[1] = b.start[1]; l[1] < b.start[1] + b.size[1]; ++l[1])
+        for (l[2] = b.start[2]; l[2] < b.start[2] + b.size[2]; ++l[2]) visit(l, &values_[offset(l)]);
+  }
+
+  void write_interior(int64_t step) {
+    for_each_cell(interior(), [&](const Index3& l, double* cell) {
+      for (int64_t c = 0; c < q_; ++c) cell[c] = pattern(l, c, step);
+    });
+  }
+
+  void poison(const Box& b) {
+    for_each_cell(b, [&](const Index3&, double* cell) { std::fill(cell, cell + q_, kPoison); });
+  }
+
+  struct Mismatch {
+    Index3 local;
+    Index3 global;
+    int64_t quantity;
+    double expected;
+    double found;
+  };
+
+  std::optional<Mismatch> check(const Box& b, int64_t step) {
+    std::optional<Mismatch> bad;
+    for_each_cell(b, [&](const Index3& l, double* cell) {
+      if (bad) return;
+      for (int64_t c = 0; c < q_; ++c) {
+        double want = pattern(l, c, step);
+        if (cell[c] != want) {
+          bad = Mismatch{l, {global_index(l, 0), global_index(l, 1), global_index(l, 2)}, c, want, cell[c]};
+          return;
+        }
+      }
+    });
+    return bad;
+  }
+
+ private:
+  Index3 n_;
+  int64_t r_;
+  int64_t q_;
+  Index3 extent_{};
+  Index3 global_{};
+  Index3 first_global_{};
+  std::vector<double> values_;
+};
+
+Datatype make_subarray(const Field& f, const Box& b) {
+  int sizes[4], subsizes[4], starts[4];
+  for (int k = 0; k < 3; ++k) {
+    sizes[k] = static_cast<int>(f.extent()[k]);
+    subsizes[k] = static_cast<int>(b.size[k]);
+    starts[k] = static_cast<int>(b.start[k]);
+  }
+  sizes[3] = subsizes[3] = static_cast<int>(f.quantities());
+  starts[3] = 0;
+  MPI_Datatype t;
+  MPI_Type_create_subarray(4, sizes, subsizes, starts, MPI_ORDER_C, MPI_DOUBLE, &t);
+  MPI_Type_commit(&t);
+  return Datatype(t);
+}
+
+// The communication plan of one rank: neighbour ranks, region types and the
+// communicators of the three methods.
+class HaloExchange {
+ public:
+  HaloExchange(Field& field, MPI_Comm cart) : field_(field), cart_(cart) {
+    Offset3 coords{};
+    int rank = 0;
+    MPI_Comm_rank(cart, &rank);
+    MPI_Cart_coords(cart, rank, 3, coords.data());
+    const auto dirs = neighbour_directions();
+    for (int i = 0; i < kNeighbours; ++i) {
+      // Send i goes to the rank at +d_i; receive i comes from the rank at
+      // -d_i, which sent its slab towards +d_i into our halo on side -d_i.
+      Offset3 ahead{}, behind{}, back{};
+      for (int k = 0; k < 3; ++k) {
+        ahead[k] = coords[k] + dirs[i][k];
+        behind[k] = coords[k] - dirs[i][k];
+        back[k] = -dirs[i][k];
+      }
+      MPI_Cart_rank(cart, ahead.data(), &destinations_[i]);
+      MPI_Cart_rank(cart, behind.data(), &sources_[i]);
+      send_boxes_[i] = field.send_box(dirs[i]);
+      recv_boxes_[i] = field.halo_box(back);
+      send_types_.push_back(make_subarray(field, send_boxes_[i]));
+      recv_types_.push_back(make_subarray(field, recv_boxes_[i]));
+      bytes_sent_ += send_boxes_[i].cells() * field.quantities() * static_cast<int64_t>(sizeof(double));
+    }
+
+    // With one or two ranks along a dimension several of the 26 neighbours
+    // are the same rank (or this one); the graph lists every edge, and
+    // messages between one pair keep their order, so receive i still
+    // matches send i.
+    MPI_Comm graph;
+    MPI_Dist_graph_create_adjacent(cart, kNeighbours, sources_.data(), MPI_UNWEIGHTED, kNeighbours,
+                                   destinations_.data(), MPI_UNWEIGHTED, MPI_INFO_NULL, 0, &graph);
+    graph_ = Communicator(graph);
+
+    plan_packed_exchange();
+  }
+
+  int64_t bytes_sent() const { return bytes_sent_; }
+  const std::array<Box, kNeighbours>& halo_boxes() const { return recv_boxes_; }
+
+  void exchange(const std::string& method) {
+    if (method == "isend") {
+      exchange_isend();
+    } else if (method == "neighbor") {
+      exchange_neighbor();
+    } else {
+      exchange_alltoallv();
+    }
+  }
+
+ private:
+  void exchange_isend() {
+    std::array<MPI_Request, 2 * kNeighbours> requests{};
+    for (int i = 0; i < kNeighbours; ++i)
+      MPI_Irecv(field_.data(), 1, recv_types_[i].get(), sources_[i], i, cart_, &requests[i]);
+    for (int i = 0; i < kNeighbours; ++i)
+      MPI_Isend(field_.data(), 1, send_types_[i].get(), destinations_[i], i, cart_, &requests[kNeighbours + i]);
+    MPI_Waitall(2 * kNeighbours, requests.data(), MPI_STATUSES_IGNORE);
+  }
+
+  void exchange_neighbor() {
+    std::array<int, kNeighbours> counts;
+    std::array<MPI_Aint, kNeighbours> displacements{};
+    std::array<MPI_Datatype, kNeighbours> send_types, recv_types;
+    counts.fill(1);
+    for (int i = 0; i < kNeighbours; ++i) {
+      send_types[i] = send_types_[i].get();
+      recv_types[i] = recv_types_[i].get();
+    }
+    // The send regions (interior) and receive regions (halo) are disjoint
+    // parts of one array, as in any halo code.
+    MPI_Neighbor_alltoallw(field_.data(), counts.data(), displacements.data(), send_types.data(), field_.data(),
+                           counts.data(), displacements.data(), recv_types.data(), graph_.get());
+  }
+
+  // The packed buffer holds, per peer rank in rank order, the regions for that
+  // peer in neighbour order, each in a slot of MPI_Pack_size bytes. A region
+  // and the halo it lands in have the same shape, so both sides agree on
+  // every slot.
+  void plan_packed_exchange() {
+    int size = 0;
+    MPI_Comm_size(cart_, &size);
+    send_counts_.assign(size, 0);
+    recv_counts_.assign(size, 0);
+    send_displacements_.assign(size, 0);
+    recv_displacements_.assign(size, 0);
+    std::vector<int64_t> send_bytes(size, 0), recv_bytes(size, 0);
+    std::array<int, kNeighbours> send_slot{}, recv_slot{};
+    for (int i = 0; i < kNeighbours; ++i) {
+      MPI_Pack_size(1, send_types_[i].get(), cart_, &send_slot[i]);
+      MPI_Pack_size(1, recv_types_[i].get(), cart_, &recv_slot[i]);
+      send_bytes[destinations_[i]] += send_slot[i];
+      recv_bytes[sources_[i]] += recv_slot[i];
+    }
+    int64_t send_total = 0, recv_total = 0;
+    for (int p = 0; p < size; ++p) {
+      send_displacements_[p] = checked_int(send_total);
+      recv_displacements_[p] = checked_int(recv_total);
+      send_counts_[p] = checked_int(send_bytes[p]);
+      recv_counts_[p] = checked_int(recv_bytes[p]);
+      send_total += send_bytes[p];
+      recv_total += recv_bytes[p];
+    }
+    checked_int(send_total);
+    checked_int(recv_total);
+    // Slot positions: walk the neighbours in order, per peer.
+    std::vector<int64_t> send_next(send_displacements_.begin(), send_displacements_.end());
+    std::vector<int64_t> recv_next(recv_displacements_.begin(), recv_displacements_.end());
+    for (int i = 0; i < kNeighbours; ++i) {
+      send_positions_[i] = checked_int(send_next[destinations_[i]]);
+      send_next[destinations_[i]] += send_slot[i];
+      send_slot_end_[i] = checked_int(send_next[destinations_[i]]);
+      recv_positions_[i] = checked_int(recv_next[sources_[i]]);
+      recv_next[sources_[i]] += recv_slot[i];
+    }
+    send_buffer_.assign(static_cast<size_t>(std::max<int64_t>(send_total, 1)), 0);
+    recv_buffer_.assign(static_cast<size_t>(std::max<int64_t>(recv_total, 1)), 0);
+  }
+
+  static int checked_int(int64_t v) {
+    if (v > std::numeric_limits<int>::max()) {
+      std::fprintf(stderr, "halo3d: packed exchange of %" PRId64 " bytes does not fit an int count\n", v);
+      MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+    return static_cast<int>(v);
+  }
+
+  void exchange_alltoallv() {
+    const int send_size = static_cast<int>(send_buffer_.size());
+    const int recv_size = static_cast<int>(recv_buffer_.size());
+    for (int i = 0; i < kNeighbours; ++i) {
+      int position = send_positions_[i];
+      MPI_Pack(field_.data(), 1, send_types_[i].get(), send_buffer_.data(), send_size, &position, cart_);
+      if (position > send_slot_end_[i]) {
+        std::fprintf(stderr, "halo3d: MPI_Pack wrote past its MPI_Pack_size slot (region %d)\n", i);
+        MPI_Abort(MPI_COMM_WORLD, 3);
+      }
+    }
+    MPI_Alltoallv(send_buffer_.data(), send_counts_.data(), send_displacements_.data(), MPI_PACKED, recv_buffer_.data(),
+                  recv_counts_.data(), recv_displacements_.data(), MPI_PACKED, cart_);
+    for (int i = 0; i < kNeighbours; ++i) {
+      int position = recv_positions_[i];
+      MPI_Unpack(recv_buffer_.data(), recv_size, &position, field_.data(), 1, recv_types_[i].get(), cart_);
+    }
+  }
+
+  Field& field_;
+  MPI_Comm cart_;
+  Communicator graph_;
+  std::array<int, kNeighbours> destinations_{}, sources_{};
+  std::array<Box, kNeighbours> send_boxes_{}, recv_boxes_{};
+  std::vector<Datatype> send_types_, recv_types_;
+  int64_t bytes_sent_ = 0;
+  std::vector<int> send_counts_, recv_counts_, send_displacements_, recv_displacements_;
+  std::array<int, kNeighbours> send_positions_{}, send_slot_end_{}, recv_positions_{};
+  std::vector<unsigned char> send_buffer_, recv_buffer_;
+};
+
+struct MethodResult {
+  std::string method;
+  double seconds_per_exchange = 0;  // mean over iterations, max over ranks
+  double min_seconds = 0;           // fastest single exchange, max over ranks
+};
+
+std::string library_version() {
+  char text[MPI_MAX_LIBRARY_VERSION_STRING];
+  int length = 0;
+  MPI_Get_library_version(text, &length);
+  std::string v(text, static_cast<size_t>(length));
+  v = v.substr(0, v.find('\n'));
+  std::replace(v.begin(), v.end(), '\t', ' ');
+  while (!v.empty() && (v.back() == ' ' || v.back() == '\0' || v.back() == '\r')) v.pop_back();
+  return v;
+}
+
+std::string json_escape(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      char hex[8];
+      std::snprintf(hex, sizeof hex, "\\u%04x", c);
+      out += hex;
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+const char* preload() {
+  const char* p = std::getenv("LD_PRELOAD");
+  return p ? p : "";
+}
+
+bool veneer_preloaded() { return std::strstr(preload(), "veneer") != nullptr; }
+
+int run(const Options& o) {
+  int size = 0, rank = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+
+  Offset3 grid{};
+  MPI_Dims_create(size, 3, grid.data());
+  const Offset3 periodic{1, 1, 1};
+  MPI_Comm cart_handle;
+  MPI_Cart_create(MPI_COMM_WORLD, 3, grid.data(), periodic.data(), 0, &cart_handle);
+  Communicator cart(cart_handle);
+  Offset3 coords{};
+  MPI_Cart_coords(cart.get(), rank, 3, coords.data());
+
+  for (int k = 0; k < 3; ++k) {
+    if (o.cells[k] + 2 * o.radius > std::numeric_limits<int>::max() / 2) {
+      if (rank == 0) std::fprintf(stderr, "halo3d: local grid too large for MPI int sizes\n");
+      return 2;
+    }
+  }
+  Field field(o, grid, coords);
+  const int64_t per_method = o.warmup + o.iterations;
+  const int64_t total_exchanges = per_method * static_cast<int64_t>(o.methods.size());
+  if (field.largest_value(total_exchanges + 1) >= 9007199254740992.0) {
+    if (rank == 0) std::fprintf(stderr, "halo3d: grid x iterations too large for exact pattern values\n");
+    return 2;
+  }
+
+  HaloExchange halo(field, cart.get());
+  if (rank == 0) {
+    std::printf("halo3d: %d ranks, process grid %dx%dx%d, local cells %" PRId64 "x%" PRId64 "x%" PRId64
+                " (x y z), halo %" PRId64 ", %" PRId64 " doubles per cell, %" PRId64 " iterations (+%" PRId64
+                " warm-up)\n",
+                size, grid[2], grid[1], grid[0], o.cells[2], o.cells[1], o.cells[0], o.radius, o.quantities,
+                o.iterations, o.warmup);
+    std::printf("halo3d: %s; Veneer preloaded: %s\n", library_version().c_str(), veneer_preloaded() ? "yes" : "no");
+    std::printf("%-10s %16s %16s %20s %16s %16s\n", "method", "us/exchange", "best us", "bytes/exchange/rank",
+                "GB/s per rank", "GB/s all ranks");
+    std::fflush(stdout);
+  }
+
+  std::vector<MethodResult> results;
+  int64_t step = 0;  // counts exchanges across methods, so stale halos never match
+  int64_t verified = 0;
+  for (const std::string& method : o.methods) {
+    double total = 0, best = std::numeric_limits<double>::infinity();
+    for (int64_t it = 0; it < per_method; ++it, ++step) {
+      field.write_interior(step);
+      for (const Box& b : halo.halo_boxes()) field.poison(b);
+      MPI_Barrier(MPI_COMM_WORLD);
+      double start = MPI_Wtime();
+      halo.exchange(method);
+      double elapsed = MPI_Wtime() - start;
+      if (it >= o.warmup) {
+        total += elapsed;
+        best = std::min(best, elapsed);
+      }
+
+      int bad = 0;
+      for (int i = 0; i < kNeighbours && !bad; ++i) {
+        if (auto m = field.check(halo.halo_boxes()[i], step)) {
+          std::fprintf(stderr,
+                       "halo3d: MISMATCH rank %d method %s exchange %" PRId64 ": halo cell local (x %" PRId64
+                       ", y %" PRId64 ", z %" PRId64 ") global (x %" PRId64 ", y %" PRId64 ", z %" PRId64
+                       ") quantity %" PRId64 ": expected %.17g, found %.17g\n",
+                       rank, method.c_str(), step, m->local[2], m->local[1], m->local[0], m->global[2], m->global[1],
+                       m->global[0], m->quantity, m->expected, m->found);
+          bad = 1;
+        }
+      }
+      int any_bad = 0;
+      MPI_Allreduce(&bad, &any_bad, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+      if (any_bad) {
+        if (rank == 0) std::printf("halo3d: FAILED (method %s, exchange %" PRId64 ")\n", method.c_str(), step);
+        return 1;
+      }
+      ++verified;
+    }
+    double local[2] = {total / static_cast<double>(o.iterations), best};
+    double slowest[2] = {0, 0};
+    MPI_Reduce(local, slowest, 2, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+    results.push_back({method, slowest[0], slowest[1]});
+    if (rank == 0) {
+      double bytes = static_cast<double>(halo.bytes_sent());
+      std::printf("%-10s %16.2f %16.2f %20" PRId64 " %16.3f %16.3f\n", method.c_str(), slowest[0] * 1e6,
+                  slowest[1] * 1e6, halo.bytes_sent(), bytes / slowest[0] / 1e9, bytes * size / slowest[0] / 1e9);
+      std::fflush(stdout);
+    }
+  }
+
+  if (rank == 0 && !o.json_path.empty()) {
+    if (FILE* f = std::fopen(o.json_path.c_str(), "a")) {
+      std::fprintf(f,
+                   "{\"bench\":\"halo3d\",\"library\":\"%s\",\"preload\":\"%s\",\"veneer\":%s,\"ranks\":%d,"
+                   "\"process_grid\":[%d,%d,%d],\"cells\":[%" PRId64 ",%" PRId64 ",%" PRId64 "],\"radius\":%" PRId64
+                   ",\"quantities\":%" PRId64 ",\"iterations\":%" PRId64 ",\"warmup\":%" PRId64
+                   ",\"bytes_per_exchange_per_rank\":%" PRId64 ",\"verified\":%" PRId64 ",\"results\":[",
+                   json_escape(library_version()).c_str(), json_escape(preload()).c_str(),
+                   veneer_preloaded() ? "true" : "false", size, grid[2], grid[1], grid[0], o.cells[2], o.cells[1],
+                   o.cells[0], o.radius, o.quantities, o.iterations, o.warmup, halo.bytes_sent(), verified);
+      for (size_t m = 0; m < results.size(); ++m) {
+        double bytes = static_cast<double>(halo.bytes_sent());
+        std::fprintf(f,
+                     "%s{\"method\":\"%s\",\"seconds_per_exchange\":%.9g,\"best_seconds\":%.9g,"
+                     "\"gbytes_per_s_per_rank\":%.6g}",
+                     m ? "," : "", results[m].method.c_str(), results[m].seconds_per_exchange, results[m].min_seconds,
+                     bytes / results[m].seconds_per_exchange / 1e9);
+      }
+      std::fprintf(f, "]}\n");
+      std::fclose(f);
+    } else {
+      std::fprintf(stderr, "halo3d: cannot open %s for appending\n", o.json_path.c_str());
+      return 1;
+    }
+  }
+  if (rank == 0) std::printf("halo3d: verified %" PRId64 " exchanges\n", verified);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  MPI_Init(&argc, &argv);
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  auto [options, error] = parse_options(argc, argv);
+  int status = 2;
+  if (!options) {
+    if (rank == 0) {
+      if (!error.empty()) std::fprintf(stderr, "halo3d: %s\n", error.c_str());
+      std::fputs(kUsage, error.empty() ? stdout : stderr);
+    }
+    status = error.empty() ? 0 : 2;
+  } else {
+    status = run(*options);
+  }
+  MPI_Finalize();
+  return status;
+}

@@ -1,0 +1,198 @@
+#include "topology/hierarchy.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <mutex>
+
+#include "support/config.h"
+#include "support/log.h"
+
+namespace veneer::topology {
+namespace {
+
+std::atomic<int> g_live{0};
+
+void free_comm(MPI_Comm& c) {
+  if (c != MPI_COMM_NULL) PMPI_Comm_free(&c);
+  c = MPI_COMM_NULL;
+}
+
+int delete_cached(MPI_Comm, int, void* attribute, void*) {
+  // Owning the pointer again frees the hierarchy and its communicators.
+  std::unique_ptr<Hierarchy> owned(static_cast<Hierarchy*>(attribute));
+  return MPI_SUCCESS;
+}
+
+int g_keyval = MPI_KEYVAL_INVALID;
+std::once_flag g_keyval_once;
+
+int keyval() {
+  std::call_once(g_keyval_once, [] {
+    // A duplicated communicator builds its own hierarchy: copying would share
+    // sub-communicators between two parents.
+    if (PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, delete_cached, &g_keyval, nullptr) != MPI_SUCCESS)
+      g_keyval = MPI_KEYVAL_INVALID;
+  });
+  return g_keyval;
+}
+
+// The comm rank of rank 0 of node_comm: the lowest rank of my node, which names the node.
+int node_leader_rank(MPI_Comm node_comm, MPI_Comm comm) {
+  MPI_Group node_group, group;
+  PMPI_Comm_group(node_comm, &node_group);
+  PMPI_Comm_group(comm, &group);
+  int zero = 0, leader = MPI_UNDEFINED;
+  PMPI_Group_translate_ranks(node_group, 1, &zero, group, &leader);
+  PMPI_Group_free(&node_group);
+  PMPI_Group_free(&group);
+  return leader;
+}
+
+}  // namespace
+
+Hierarchy::~Hierarchy() {
+  int finalized = 1;
+  PMPI_Finalized(&finalized);
+  if (!finalized) {
+    free_comm(lane_comm);
+    free_comm(leader_comm);
+    free_comm(node_comm);
+    free_comm(comm);
+  }
+  g_live.fetch_sub(1, std::memory_order_relaxed);
+}
+
+std::string Hierarchy::describe() const {
+  std::string s = std::to_string(size) + (size == 1 ? " rank on " : " ranks on ") + std::to_string(node_count) +
+                  (node_count == 1 ? " node (" : " nodes (");
+  for (int n = 0; n < node_count; ++n) s += (n ? "," : "") + std::to_string(node_size_of(n));
+  s += ")";
+  s += node_consecutive ? ", node-consecutive" : ", not node-consecutive";
+  if (pretend) s += ", pretend nodes";
+  return s;
+}
+
+std::optional<std::vector<int>> parse_node_sizes(std::string_view text) {
+  std::vector<int> sizes;
+  while (!text.empty()) {
+    size_t comma = text.find(',');
+    std::string_view item = text.substr(0, comma);
+    auto value = parse_size(item);
+    if (!value || *value <= 0 || *value > (1 << 24)) return std::nullopt;
+    sizes.push_back(static_cast<int>(*value));
+    if (comma == std::string_view::npos) break;
+    text.remove_prefix(comma + 1);
+    if (text.empty()) return std::nullopt;  // trailing comma
+  }
+  if (sizes.empty()) return std::nullopt;
+  return sizes;
+}
+
+int node_of_index(int index, const std::vector<int>& sizes) {
+  int64_t period = 0;
+  for (int s : sizes) period += s;
+  int64_t round = index / period, within = index % period;
+  int node = 0;
+  while (within >= sizes[static_cast<size_t>(node)]) within -= sizes[static_cast<size_t>(node++)];
+  return static_cast<int>(round * static_cast<int64_t>(sizes.size()) + node);
+}
+
+std::optional<std::vector<int>> pretend_node_sizes_from_env() {
+  const char* text = std::getenv("VENEER_RANKS_PER_NODE");
+  if (!text || !*text) return std::nullopt;
+  auto sizes = parse_node_sizes(text);
+  if (!sizes) log(LogLevel::warn, "VENEER_RANKS_PER_NODE=\"%s\" is not a size or a comma list; ignored", text);
+  return sizes;
+}
+
+std::unique_ptr<Hierarchy> build_hierarchy(MPI_Comm comm, std::optional<int> node_key) {
+  int inter = 0;
+  if (comm == MPI_COMM_NULL || PMPI_Comm_test_inter(comm, &inter) != MPI_SUCCESS || inter) return nullptr;
+  auto h = std::make_unique<Hierarchy>();
+  g_live.fetch_add(1, std::memory_order_relaxed);
+  if (PMPI_Comm_dup(comm, &h->comm) != MPI_SUCCESS) return nullptr;
+  PMPI_Comm_rank(h->comm, &h->rank);
+  PMPI_Comm_size(h->comm, &h->size);
+
+  if (!node_key) {
+    if (auto sizes = pretend_node_sizes_from_env()) {
+      int world_rank = 0;
+      PMPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
+      node_key = node_of_index(world_rank, *sizes);
+    }
+  }
+  int rc = MPI_SUCCESS;
+  if (node_key) {
+    h->pretend = true;
+    rc = PMPI_Comm_split(h->comm, std::max(0, *node_key), h->rank, &h->node_comm);
+  } else {
+    rc = PMPI_Comm_split_type(h->comm, MPI_COMM_TYPE_SHARED, h->rank, MPI_INFO_NULL, &h->node_comm);
+  }
+  if (rc != MPI_SUCCESS) return nullptr;
+  PMPI_Comm_rank(h->node_comm, &h->node_rank);
+  PMPI_Comm_size(h->node_comm, &h->node_size);
+
+  // Every rank learns every rank's node, named by its lowest rank.
+  int my_leader = node_leader_rank(h->node_comm, h->comm);
+  std::vector<int> leader_of(static_cast<size_t>(h->size));
+  if (PMPI_Allgather(&my_leader, 1, MPI_INT, leader_of.data(), 1, MPI_INT, h->comm) != MPI_SUCCESS) return nullptr;
+  std::vector<int> index_of_leader(static_cast<size_t>(h->size), -1);
+  h->node_of_rank.resize(static_cast<size_t>(h->size));
+  h->local_rank_of.resize(static_cast<size_t>(h->size));
+  for (int r = 0; r < h->size; ++r) {
+    int leader = leader_of[static_cast<size_t>(r)];
+    if (leader < 0 || leader >= h->size) return nullptr;
+    int& node = index_of_leader[static_cast<size_t>(leader)];
+    if (node < 0) {  // leaders appear in ascending order: a node's lowest rank comes first
+      node = static_cast<int>(h->node_ranks.size());
+      h->node_ranks.emplace_back();
+    }
+    auto& members = h->node_ranks[static_cast<size_t>(node)];
+    h->node_of_rank[static_cast<size_t>(r)] = node;
+    h->local_rank_of[static_cast<size_t>(r)] = static_cast<int>(members.size());
+    members.push_back(r);
+  }
+  h->node_count = static_cast<int>(h->node_ranks.size());
+  h->node_index = h->node_of_rank[static_cast<size_t>(h->rank)];
+  h->min_ranks_per_node = h->size;
+  h->max_ranks_per_node = 0;
+  for (const auto& members : h->node_ranks) {
+    int n = static_cast<int>(members.size());
+    h->min_ranks_per_node = std::min(h->min_ranks_per_node, n);
+    h->max_ranks_per_node = std::max(h->max_ranks_per_node, n);
+    if (members.back() - members.front() + 1 != n) h->node_consecutive = false;
+  }
+  h->equal_ranks_per_node = h->min_ranks_per_node == h->max_ranks_per_node;
+
+  if (PMPI_Comm_split(h->comm, h->node_rank == 0 ? 0 : MPI_UNDEFINED, h->node_index, &h->leader_comm) !=
+          MPI_SUCCESS ||
+      PMPI_Comm_split(h->comm, h->node_rank, h->node_index, &h->lane_comm) != MPI_SUCCESS)
+    return nullptr;
+  return h;
+}
+
+const Hierarchy* hierarchy(MPI_Comm comm) {
+  int key = keyval();
+  if (key == MPI_KEYVAL_INVALID || comm == MPI_COMM_NULL) return nullptr;
+  void* cached = nullptr;
+  int found = 0;
+  if (PMPI_Comm_get_attr(comm, key, &cached, &found) == MPI_SUCCESS && found) return static_cast<Hierarchy*>(cached);
+  std::unique_ptr<Hierarchy> built = build_hierarchy(comm);
+  if (!built) return nullptr;
+  if (PMPI_Comm_set_attr(comm, key, built.get()) != MPI_SUCCESS) return nullptr;
+  log(LogLevel::debug, "hierarchy: %s", built->describe().c_str());
+  return built.release();  // now owned by the attribute
+}
+
+void forget_hierarchy(MPI_Comm comm) {
+  int key = keyval();
+  if (key == MPI_KEYVAL_INVALID || comm == MPI_COMM_NULL) return;
+  void* cached = nullptr;
+  int found = 0;
+  if (PMPI_Comm_get_attr(comm, key, &cached, &found) == MPI_SUCCESS && found) PMPI_Comm_delete_attr(comm, key);
+}
+
+int live_hierarchies() { return g_live.load(std::memory_order_relaxed); }
+
+}  // namespace veneer::topology
