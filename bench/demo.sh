@@ -5,13 +5,15 @@
 #
 # installs the Debian packages it needs (apt-get; root or sudo), configures
 # and builds Veneer against Open MPI (Release, in build/demo), runs the
-# halo3d mini-app, the packing benchmark and the collectives benchmark (when
-# built) once with the library alone and once with Veneer preloaded, and
+# halo3d mini-app once with the library alone and once with Veneer preloaded,
+# the packing benchmark (MPI_Pack through Veneer vs the library's) and the
+# allreduce benchmark (the algorithm Veneer picks vs the library's), and
 # prints the speedups as a short table. A few minutes on two cores.
 #
 # Environment: VENEER_DEMO_BUILD (build folder, default build/demo),
-# VENEER_DEMO_CMAKE_ARGS (extra cmake options), VENEER_JOBS (parallel
-# compile jobs, default: all cores), VENEER_* (Veneer's own settings).
+# VENEER_DEMO_CMAKE_ARGS (extra cmake options), VENEER_DEMO_RANKS (halo3d
+# rank counts, default "2 4"; allreduce runs on the largest), VENEER_JOBS
+# (parallel compile jobs, default: all cores), VENEER_* (Veneer's own settings).
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=${VENEER_DEMO_BUILD:-$root/build/demo}
@@ -56,7 +58,8 @@ ranks=${VENEER_DEMO_RANKS:-"2 4"}
 results=$build/results/demo
 suite_rc=0
 "$root/bench/suite/run_suite.sh" --build "$build" --quick --only pack,coll,halo3d --ranks "$ranks" --repeat 2 \
-  --halo-args "--n 24 --r 2 --q 3 --iterations 30 --warmup 3 --method all" --out "$results" || suite_rc=$?
+  --halo-args "--n 24 --r 2 --q 3 --iterations 30 --warmup 3 --method all" \
+  --coll-args "--quick --collective allreduce" --out "$results" || suite_rc=$?
 
 step "speedups"
 /usr/bin/python3 "$root/bench/suite/results.py" table --results "$results.jsonl" || true

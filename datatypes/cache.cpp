@@ -149,6 +149,18 @@ std::shared_ptr<const Layout> lookup(MPI_Datatype type) {
   return layout;
 }
 
+const Layout* peek(MPI_Datatype type) {
+  if (type == MPI_DATATYPE_NULL) return nullptr;
+  Cache& c = cache();
+  const uint64_t key = key_of(type);
+  Front& f = t_front[(key >> 4 ^ key) & 63];
+  if (f.key == key && f.epoch == c.epoch.load(std::memory_order_acquire)) return f.layout.get();
+  // A miss fills this thread's front, which then holds the reference; when
+  // it did not (a race with a free), answer "unknown" and let the call pass.
+  auto layout = lookup(type);
+  return layout && f.key == key && f.layout == layout ? layout.get() : nullptr;
+}
+
 CacheStats cache_stats() {
   Cache& c = cache();
   std::shared_lock lock(c.mutex);

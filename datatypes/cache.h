@@ -22,6 +22,11 @@ void note_committed(MPI_Datatype type);
 // The layout of `type`, or null if Veneer cannot or must not describe it.
 std::shared_ptr<const Layout> lookup(MPI_Datatype type);
 
+// The same, without taking a reference: the pointer is valid until the type
+// is freed or this thread looks up another type. For quick checks on the
+// pass-through path.
+const Layout* peek(MPI_Datatype type);
+
 struct CacheStats {
   int64_t entries = 0, hits = 0, misses = 0, decoded = 0, unsupported = 0, evicted = 0;
 };

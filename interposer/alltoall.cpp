@@ -124,6 +124,7 @@ int alltoallv_common(VFn fn, bool neighborhood, const void* sendbuf, const int* 
   const bool pack_send = worth_packing(sl.get()), pack_recv = worth_packing(rl.get());
   int ns = 0, nr = 0;
   if ((!pack_send && !pack_recv) || !peer_counts(comm, neighborhood, ns, nr)) return pass();
+  if (!cpu_accessible(sendbuf, recvbuf)) return pass();
   Side s, r;
   std::vector<const Layout*> sls(static_cast<size_t>(ns), sl.get()), rls(static_cast<size_t>(nr), rl.get());
   if ((pack_send && !plan_side(s, ns, sendcounts, sls)) || (pack_recv && !plan_side(r, nr, recvcounts, rls)))
@@ -177,7 +178,7 @@ int alltoallw_common(WFn<Disp> fn, bool neighborhood, const void* sendbuf, const
     rls.push_back(l.get());
     keep.push_back(std::move(l));
   }
-  if (!worth) return pass();
+  if (!worth || !cpu_accessible(sendbuf, recvbuf)) return pass();
   Side s, r;
   if (!plan_side(s, ns, sendcounts, sls) || !plan_side(r, nr, recvcounts, rls)) return pass();
   std::vector<int64_t> sbyte(sdispls, sdispls + ns), rbyte(rdispls, rdispls + nr);

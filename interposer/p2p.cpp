@@ -45,7 +45,7 @@ void unpack_received(const datatypes::Layout& layout, int count, void* buf, cons
 }
 
 int blocking_send(SendFn fn, const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm) {
-  auto layout = p2p_layout(count, type, dest);
+  auto layout = p2p_layout(buf, count, type, dest);
   if (!layout) {
     counters().add(Counter::send_passed);
     return fn(buf, count, type, dest, tag, comm);
@@ -62,7 +62,7 @@ int blocking_send(SendFn fn, const void* buf, int count, MPI_Datatype type, int 
 
 int nonblocking_send(IsendFn fn, const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
                      MPI_Request* request) {
-  auto layout = request ? p2p_layout(count, type, dest) : nullptr;
+  auto layout = request ? p2p_layout(buf, count, type, dest) : nullptr;
   if (!layout) {
     counters().add(Counter::send_passed);
     return fn(buf, count, type, dest, tag, comm, request);
@@ -102,7 +102,7 @@ extern "C" int MPI_Issend(const void* buf, int count, MPI_Datatype type, int des
 
 extern "C" int MPI_Recv(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm,
                         MPI_Status* status) {
-  auto layout = p2p_layout(count, type, source);
+  auto layout = p2p_layout(buf, count, type, source);
   if (!layout) {
     counters().add(Counter::recv_passed);
     return next::Recv(buf, count, type, source, tag, comm, status);
@@ -122,7 +122,7 @@ extern "C" int MPI_Recv(void* buf, int count, MPI_Datatype type, int source, int
 
 extern "C" int MPI_Irecv(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm,
                          MPI_Request* request) {
-  auto layout = request ? p2p_layout(count, type, source) : nullptr;
+  auto layout = request ? p2p_layout(buf, count, type, source) : nullptr;
   if (!layout) {
     counters().add(Counter::recv_passed);
     return next::Irecv(buf, count, type, source, tag, comm, request);
@@ -146,8 +146,8 @@ extern "C" int MPI_Irecv(void* buf, int count, MPI_Datatype type, int source, in
 extern "C" int MPI_Sendrecv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, int dest, int sendtag,
                             void* recvbuf, int recvcount, MPI_Datatype recvtype, int source, int recvtag,
                             MPI_Comm comm, MPI_Status* status) {
-  auto slayout = p2p_layout(sendcount, sendtype, dest);
-  auto rlayout = p2p_layout(recvcount, recvtype, source);
+  auto slayout = p2p_layout(sendbuf, sendcount, sendtype, dest);
+  auto rlayout = p2p_layout(recvbuf, recvcount, recvtype, source);
   if (!slayout && !rlayout) {
     counters().add(Counter::send_passed);
     counters().add(Counter::recv_passed);
@@ -191,7 +191,7 @@ extern "C" int MPI_Sendrecv(const void* sendbuf, int sendcount, MPI_Datatype sen
 
 extern "C" int MPI_Sendrecv_replace(void* buf, int count, MPI_Datatype type, int dest, int sendtag, int source,
                                     int recvtag, MPI_Comm comm, MPI_Status* status) {
-  auto layout = p2p_layout(count, type, dest == MPI_PROC_NULL ? source : dest);
+  auto layout = p2p_layout(buf, count, type, dest == MPI_PROC_NULL ? source : dest);
   if (!layout) {
     counters().add(Counter::send_passed);
     return next::Sendrecv_replace(buf, count, type, dest, sendtag, source, recvtag, comm, status);

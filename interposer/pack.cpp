@@ -14,11 +14,13 @@ namespace {
 std::shared_ptr<const datatypes::Layout> pack_layout(int count, MPI_Datatype type, int size, const int* position,
                                                      MPI_Comm comm) {
   const Config& c = config();
-  if (!c.enabled || !c.datatypes || !c.pack || count <= 0 || size < 0 || !position || *position < 0 ||
+  if (!c.enabled || !c.datatypes || !c.pack || count < 0 || size < 0 || !position || *position < 0 ||
       comm == MPI_COMM_NULL)
     return nullptr;
+  // Zero bytes (count 0 or a zero-size type) are a valid no-op that Veneer
+  // answers itself: MPICH 4.0's own MPI_Unpack divides by zero on them.
   auto layout = datatypes::lookup(type);
-  if (!layout || layout->size <= 0) return nullptr;
+  if (!layout || layout->size < 0) return nullptr;
   if (int64_t{*position} + layout->size * count > int64_t{size}) return nullptr;
   return layout;
 }
@@ -27,6 +29,7 @@ std::shared_ptr<const datatypes::Layout> pack_layout(int count, MPI_Datatype typ
 extern "C" int MPI_Pack(const void* inbuf, int incount, MPI_Datatype type, void* outbuf, int outsize,
                         int* position, MPI_Comm comm) {
   auto layout = outbuf ? pack_layout(incount, type, outsize, position, comm) : nullptr;
+  if (layout && !cpu_accessible(outbuf, offset_ptr(inbuf, layout->true_lb))) layout = nullptr;
   if (!layout) {
     counters().add(Counter::pack_passed);
     return next::Pack(inbuf, incount, type, outbuf, outsize, position, comm);
@@ -42,6 +45,7 @@ extern "C" int MPI_Pack(const void* inbuf, int incount, MPI_Datatype type, void*
 extern "C" int MPI_Unpack(const void* inbuf, int insize, int* position, void* outbuf, int outcount,
                           MPI_Datatype type, MPI_Comm comm) {
   auto layout = inbuf ? pack_layout(outcount, type, insize, position, comm) : nullptr;
+  if (layout && !cpu_accessible(inbuf, offset_ptr(outbuf, layout->true_lb))) layout = nullptr;
   if (!layout) {
     counters().add(Counter::unpack_passed);
     return next::Unpack(inbuf, insize, position, outbuf, outcount, type, comm);

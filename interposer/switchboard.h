@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "datatypes/cache.h"
+#include "kernels/memory_kind.h"
 #include "support/config.h"
 
 namespace veneer {
@@ -16,18 +17,33 @@ inline void* offset_ptr(const void* base, int64_t offset) {
   return reinterpret_cast<void*>(reinterpret_cast<uintptr_t>(base) + static_cast<uintptr_t>(offset));
 }
 
+// True if the CPU may touch the buffer (host or managed memory). Device
+// memory (a CUDA-aware MPI's business) passes through untouched. `first` is
+// the address of the first byte the operation touches.
+inline bool cpu_accessible(const void* first) {
+  const auto kind = kernels::memory_kind(first);
+  return kind == kernels::MemoryKind::host || kind == kernels::MemoryKind::managed;
+}
+inline bool cpu_accessible(const void* a, const void* b) {
+  if (!kernels::cuda_driver_loaded()) return true;  // no driver: no device memory anywhere
+  return cpu_accessible(a) && cpu_accessible(b);
+}
+
 // The layout to pack `count` instances of `type` with for a send or receive,
 // or null to pass the call through. The rule: the data is not contiguous, its
 // mean contiguous block is at most VENEER_P2P_MAX_BLOCK bytes (the library's
 // own copy loop is competitive for large blocks and avoids our extra copy), and
 // the message fits VENEER_P2P_MAX_BYTES and an int byte count.
-inline std::shared_ptr<const datatypes::Layout> p2p_layout(int count, MPI_Datatype type, int peer) {
+inline std::shared_ptr<const datatypes::Layout> p2p_layout(const void* buf, int count, MPI_Datatype type, int peer) {
   const Config& c = config();
   if (!c.enabled || !c.datatypes || !c.p2p || count <= 0 || peer == MPI_PROC_NULL) return nullptr;
+  const datatypes::Layout* seen = datatypes::peek(type);  // no reference count for the common pass-through
+  if (!seen || seen->contiguous || seen->size <= 0) return nullptr;
   auto layout = datatypes::lookup(type);
-  if (!layout || layout->contiguous || layout->size <= 0) return nullptr;
+  if (!layout) return nullptr;
   const int64_t bytes = layout->size * count;
   if (bytes > c.p2p_max_bytes || bytes > INT_MAX || layout->mean_block() > c.p2p_max_block) return nullptr;
+  if (!cpu_accessible(offset_ptr(buf, layout->true_lb))) return nullptr;
   return layout;
 }
 

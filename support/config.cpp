@@ -2,7 +2,6 @@
 
 #include <cstdlib>
 #include <limits>
-#include <mutex>
 
 namespace veneer {
 
@@ -51,12 +50,11 @@ int64_t size_or(const char* v, int64_t fallback) {
   return parsed ? *parsed : fallback;
 }
 
-Config g_config;
-std::once_flag g_once;
-
 const char* real_getenv(const char* name) { return std::getenv(name); }
 
 }  // namespace
+
+Config g_config = parse_config(real_getenv);
 
 Config parse_config(const char* (*env)(const char*)) {
   Config c;
@@ -85,14 +83,6 @@ Config parse_config(const char* (*env)(const char*)) {
   return c;
 }
 
-const Config& config() {
-  std::call_once(g_once, [] { g_config = parse_config(real_getenv); });
-  return g_config;
-}
-
-void reload_config() {
-  std::call_once(g_once, [] {});
-  g_config = parse_config(real_getenv);
-}
+void reload_config() { g_config = parse_config(real_getenv); }
 
 }  // namespace veneer

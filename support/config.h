@@ -32,8 +32,10 @@ struct Config {
 
 // Parses the environment (pure function of its argument for tests).
 Config parse_config(const char* (*getenv_fn)(const char*));
-// The process-wide configuration, read on first use.
-const Config& config();
+// The process-wide configuration: read from the environment when the library
+// loads and again at MPI_Init. A plain global, so asking costs nothing.
+extern Config g_config;
+inline const Config& config() { return g_config; }
 // Re-read the environment (used at MPI_Init).
 void reload_config();
 

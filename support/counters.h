@@ -34,18 +34,21 @@ struct Counters {
 
 Counters& counters();
 
-// Adds the time between construction and destruction to Counter::nanoseconds.
+// Adds the time between construction and destruction to Counter::nanoseconds,
+// only when the end-of-run report is on: reading the clock costs more than
+// many of the calls it would time.
 class ScopedTimer {
  public:
-  ScopedTimer() : start_(std::chrono::steady_clock::now()) {}
+  ScopedTimer();
   ~ScopedTimer() {
-    auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start_);
-    counters().add(Counter::nanoseconds, static_cast<uint64_t>(ns.count()));
+    if (on_) stop();
   }
   ScopedTimer(const ScopedTimer&) = delete;
   ScopedTimer& operator=(const ScopedTimer&) = delete;
 
  private:
+  void stop();
+  bool on_;
   std::chrono::steady_clock::time_point start_;
 };
 

@@ -169,8 +169,9 @@ int main(int argc, char** argv) {
               prop.multiProcessorCount);
   std::FILE* csv = csv_path ? std::fopen(csv_path, "w") : nullptr;
   if (csv)
-    std::fprintf(csv, "shape,block,bytes,form,word,pack_gbs,unpack_gbs,memcpy_gbs,memcpy2d_gbs,pack_vs_memcpy,"
-                      "pack_vs_memcpy2d\n");
+    std::fprintf(csv,
+                 "shape,block,bytes,form,word,pack_gbs,unpack_gbs,memcpy_gbs,memcpy2d_gbs,pack_vs_memcpy,"
+                 "pack_vs_memcpy2d\n");
   std::printf("%-4s %6s %9s %5s %11s %11s %11s %11s %10s %10s\n", "dim", "block", "bytes", "word", "pack GB/s",
               "unpack GB/s", "memcpy GB/s", "2D GB/s", "pack/copy", "pack/2D");
 
@@ -210,7 +211,9 @@ int main(int argc, char** argv) {
     const double unpack_s = seconds_per_call(
         [&] { vk::device_unpack(dl, 1, source.data(), 0, bytes, packed.data(), stream); }, stream, min_ms);
     const double copy_s = seconds_per_call(
-        [&] { cudaMemcpyAsync(copied.data(), packed.data(), static_cast<size_t>(bytes), cudaMemcpyDeviceToDevice, stream); },
+        [&] {
+          cudaMemcpyAsync(copied.data(), packed.data(), static_cast<size_t>(bytes), cudaMemcpyDeviceToDevice, stream);
+        },
         stream, min_ms);
     double copy2d_s = 0;
     if (s.rows) {
@@ -226,15 +229,17 @@ int main(int argc, char** argv) {
     const int word = launch.kind == vk::Launch::Kind::leaf ? launch.width : 0;
     std::printf("%-4s %6lld %9lld %5d %11.2f %11.2f %11.2f %11.2f %10.2f %10.2f\n", s.name.c_str(),
                 static_cast<long long>(s.block), static_cast<long long>(bytes), word, gbs(pack_s), gbs(unpack_s),
-                gbs(copy_s), copy2d_s > 0 ? gbs(copy2d_s) : NAN, copy_s / pack_s, copy2d_s > 0 ? copy2d_s / pack_s : NAN);
+                gbs(copy_s), copy2d_s > 0 ? gbs(copy2d_s) : NAN, copy_s / pack_s,
+                copy2d_s > 0 ? copy2d_s / pack_s : NAN);
     if (csv)
       std::fprintf(csv, "%s,%lld,%lld,\"%s\",%d,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f\n", s.name.c_str(),
                    static_cast<long long>(s.block), static_cast<long long>(bytes), dl.plan().describe().c_str(), word,
                    gbs(pack_s), gbs(unpack_s), gbs(copy_s), copy2d_s > 0 ? gbs(copy2d_s) : 0.0, copy_s / pack_s,
                    copy2d_s > 0 ? copy2d_s / pack_s : 0.0);
   }
-  std::printf("# pack/copy: Veneer's pack time over a cudaMemcpy of the packed bytes (1 = at the bound);\n"
-              "# pack/2D: cudaMemcpy2D's time over Veneer's (above 1: Veneer is faster)\n");
+  std::printf(
+      "# pack/copy: Veneer's pack time over a cudaMemcpy of the packed bytes (1 = at the bound);\n"
+      "# pack/2D: cudaMemcpy2D's time over Veneer's (above 1: Veneer is faster)\n");
   if (csv) std::fclose(csv);
   cudaStreamDestroy(stream);
   if (failures) std::fprintf(stderr, "%d shapes packed wrong bytes\n", failures);

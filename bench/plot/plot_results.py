@@ -8,7 +8,8 @@
 Writes into DIR (default: RESULTS without .jsonl, plus -plots/):
   pingpong_speedup.png  Veneer's speedup over the library vs message size, per layout
   pack_speedup.png      MPI_Pack speedup vs packed bytes and vs contiguous block size
-  coll_busbw.png        bus bandwidth vs message size, library and Veneer (if measured)
+  coll_busbw.png        bus bandwidth vs message size: the library, the algorithm Veneer
+                        picks and the fastest one measured (if collectives were measured)
   halo_time.png         halo3d time per exchange vs ranks, per method, and the speedup
 Every chart is drawn from the same Veneer/library comparisons as the CSV.
 """
@@ -120,15 +121,20 @@ def plot_collectives(rows, machine, out, written):
     fig, ax = plt.subplots(figsize=(7.5, 4.8))
     colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     for i, (case, ranks) in enumerate(cases):
-        points = sorted((r["bytes"], r["library"], r["veneer"]) for r in busbw
+        points = sorted((r["bytes"], r["library"], r["veneer"], r.get("reference")) for r in busbw
                         if r["case"] == case and r["ranks"] == ranks)
         colour = colours[i % len(colours)]
-        ax.plot([p[0] for p in points], [p[1] for p in points], linestyle="--", color=colour, marker=".",
-                label=f"{case} ({ranks} ranks), library")
+        ax.plot([p[0] for p in points], [p[1] for p in points], linestyle="--", color=colour, marker="s",
+                markersize=5, fillstyle="none", label=f"{case} ({ranks} ranks), library")
         veneer = [(p[0], p[2]) for p in points if p[2] is not None]
         ax.plot([p[0] for p in veneer], [p[1] for p in veneer], linestyle="-", color=colour, marker="o",
-                markersize=3, label=f"{case} ({ranks} ranks), Veneer")
+                markersize=3, label=f"{case} ({ranks} ranks), Veneer's choice")
+        fastest = [(p[0], p[3]) for p in points if p[3]]
+        if fastest:
+            ax.plot([p[0] for p in fastest], [p[1] for p in fastest], linestyle=":", color=colour,
+                    label=f"{case} ({ranks} ranks), fastest algorithm measured")
     size_axis(ax, "message bytes")
+    ax.set_yscale("log")
     ax.set_ylabel("bus bandwidth (GB/s)")
     ax.legend(fontsize=7)
     ax.set_title(f"collectives\n{subtitle(machine)}", fontsize=10)
@@ -150,13 +156,17 @@ def plot_halo(rows, machine, records, out, written):
         times.plot(ranks, [p[2] for p in points], linestyle="-", marker="o", markersize=4, color=colour,
                    label=f"{method}, Veneer")
         speedups.plot(ranks, [p[3] for p in points], marker="o", color=colour, label=method)
+    all_ranks = sorted({r["ranks"] for r in mine})
     for ax in (times, speedups):
         ax.set_xscale("log", base=2)
         ax.set_xlabel("ranks")
-        ax.xaxis.set_major_formatter(matplotlib.ticker.ScalarFormatter())
+        ax.set_xticks(all_ranks)
+        ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda value, _: f"{value:g}"))
+        ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
     halo = next((r for r in records if r.get("bench") == "halo3d"), {})
     shape = f"{'x'.join(str(c) for c in halo.get('cells', []))} cells/rank, halo {halo.get('radius')}, " \
             f"{halo.get('quantities')} doubles/cell"
+    times.set_yscale("log")
     times.set_ylabel("microseconds per exchange (slowest rank)")
     times.set_title(f"halo3d: {shape}", fontsize=10)
     times.legend(fontsize=7)

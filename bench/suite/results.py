@@ -176,6 +176,24 @@ def read_manifest(raw):
     return runs
 
 
+def read_table(path, bench):
+    """Records from a benchmark's CSV table (veneer-bench-coll writes no
+    JSON): numbers become numbers, one record per row."""
+    if not os.path.exists(path):
+        return []
+
+    def number(text):
+        for kind in (int, float):
+            try:
+                return kind(text)
+            except ValueError:
+                pass
+        return text
+
+    with open(path, encoding="utf-8", newline="") as f:
+        return [{"bench": bench, **{k: number(v) for k, v in row.items()}} for row in csv.DictReader(f)]
+
+
 def read_records(raw, runs):
     records = []
     for run in runs:
@@ -184,6 +202,10 @@ def read_records(raw, runs):
         tag = run["log"][:-len(".log")]
         path = os.path.join(raw, tag + ".jsonl")
         if not os.path.exists(path):
+            for record in read_table(os.path.join(raw, tag + ".csv"), run["bench"]):
+                record.update(suite_run=tag, variant=run["variant"], repeat=run["repeat"])
+                record.setdefault("ranks", run["ranks"])
+                records.append(record)
             continue
         with open(path, encoding="utf-8") as f:
             for number, line in enumerate(f, 1):
@@ -255,16 +277,19 @@ def comparisons(records):
     records = best_of_repeats(records)
     rows = []
 
-    def add(bench, case, ranks, nbytes, block, metric, library, veneer, reference=None, family=None):
+    def add(bench, case, ranks, nbytes, block, metric, library, veneer, reference=None, family=None,
+            veneer_method=None, reference_what=None):
         rows.append({"bench": bench, "case": case, "family": family, "ranks": ranks, "bytes": nbytes,
                      "block_bytes": block, "metric": metric, "library": library, "veneer": veneer,
-                     "speedup": speedup_of(metric, library, veneer), "reference": reference})
+                     "speedup": speedup_of(metric, library, veneer), "veneer_method": veneer_method,
+                     "reference": reference, "reference_what": reference_what})
 
     # pack: one record compares MPI_Pack (Veneer) with PMPI_Pack (library).
     for r in records:
         if r.get("bench") == "pack":
             add("pack", r.get("layout"), 1, r.get("bytes"), r.get("block_bytes"), "gbytes_per_s",
-                r.get("library_gbps"), r.get("veneer_gbps"), r.get("memcpy_gbps"), r.get("family"))
+                r.get("library_gbps"), r.get("veneer_gbps"), r.get("memcpy_gbps"), r.get("family"),
+                reference_what="memcpy")
 
     def paired(bench, key_of):
         sides = {"library": {}, "veneer": {}}
@@ -285,7 +310,25 @@ def comparisons(records):
                 "us_per_exchange", m["seconds_per_exchange"] * 1e6,
                 v["seconds_per_exchange"] * 1e6 if v else None)
 
-    rows.extend(generic_comparisons([r for r in records if r.get("bench") not in ("pack", "pingpong", "halo3d")]))
+    # coll: per collective and size, the library's own against the algorithm
+    # Veneer's selector picks ("auto"; the library itself when it passes
+    # through); the fastest algorithm measured is the reference.
+    shapes = {}
+    for r in records:
+        if r.get("bench") == "coll" and "method" in r:
+            shapes.setdefault((r.get("collective"), r.get("ranks"), r.get("nodes"), r.get("bytes")), []).append(r)
+    for (collective, ranks, _, nbytes), group in shapes.items():
+        lib = next((r for r in group if r["method"] == "library"), None)
+        if lib is None:
+            continue
+        chosen = next((r for r in group if r.get("auto") == 1), lib)
+        fastest = min(group, key=lambda r: r["latency_us"])
+        for metric in ("latency_us", "busbw_GBps"):
+            add("coll", collective, ranks, nbytes, None, metric, lib[metric], chosen[metric],
+                fastest[metric], veneer_method=chosen["method"], reference_what=f"fastest: {fastest['method']}")
+
+    known = ("pack", "pingpong", "halo3d", "coll")
+    rows.extend(generic_comparisons([r for r in records if r.get("bench") not in known]))
     return rows
 
 
@@ -303,7 +346,8 @@ def generic_comparisons(records):
         return {"bench": r.get("bench"), "case": case_of(r), "family": r.get("family"), "ranks": r.get("ranks"),
                 "bytes": r.get("bytes"),
                 "block_bytes": r.get("block_bytes"), "metric": metric, "library": library, "veneer": veneer,
-                "speedup": speedup_of(metric, library, veneer), "reference": None}
+                "speedup": speedup_of(metric, library, veneer), "veneer_method": None, "reference": None,
+                "reference_what": None}
 
     sides = {"library": {}, "veneer": {}}
     for r in records:
@@ -393,6 +437,15 @@ def print_summary(rows):
                   f"{'speedup':<16} {'':>10} {'':>10} {geomean:>8.2f}")
 
 
+def human_size(nbytes):
+    if not isinstance(nbytes, int):
+        return str(nbytes)
+    for unit, scale in (("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if nbytes >= scale and nbytes % scale == 0:
+            return f"{nbytes // scale} {unit}"
+    return f"{nbytes} B"
+
+
 def geometric_mean(values):
     return math.exp(sum(math.log(v) for v in values) / len(values))
 
@@ -433,16 +486,26 @@ def table(args):
     for family in dict.fromkeys(r["family"] or "" for r in pack):
         group = [r for r in pack if (r["family"] or "") == family]
         summary(f"pack {family or 'layouts'} ({len(group)} layouts)", group)
-    others = [r for r in rows if r["bench"] not in ("halo3d", "pack", "pingpong")]
+    # Collectives by latency (their bus bandwidth says the same thing again).
+    others = [r for r in rows if r["bench"] not in ("halo3d", "pack", "pingpong")
+              and not (r["bench"] == "coll" and r["metric"] != "latency_us")]
     for case, ranks, metric in dict.fromkeys((r["case"], r["ranks"], r["metric"]) for r in others):
         group = sorted((r for r in others if (r["case"], r["ranks"], r["metric"]) == (case, ranks, metric)),
                        key=lambda r: r["bytes"] or 0)
-        if len(group) <= 4:
+        if len(group) <= 8:
             for r in group:
-                lines.append((f"{case} {r['bytes']} B, {ranks} ranks ({metric})", unit(r, r["library"]),
-                              unit(r, r["veneer"]), f"{r['speedup']:.2f}x"))
+                picked = ""
+                if r.get("veneer_method"):
+                    picked = f"  [Veneer picks {r['veneer_method']}"
+                    fastest_name = (r.get("reference_what") or "")[len("fastest: "):]
+                    if r.get("reference") and fastest_name not in ("", r["veneer_method"]):
+                        fastest = speedup_of(r["metric"], r["library"], r["reference"])
+                        picked += f"; fastest measured: {fastest_name} {fastest:.2f}x"
+                    picked += "]"
+                lines.append((f"{case} {human_size(r['bytes'])}, {ranks} ranks", unit(r, r["library"]),
+                              unit(r, r["veneer"]), f"{r['speedup']:.2f}x{picked}"))
         else:
-            summary(f"{case}, {ranks} ranks, {len(group)} sizes ({metric})", group)
+            summary(f"{case}, {ranks} ranks, {len(group)} sizes", group)
     pingpong = [r for r in rows if r["bench"] == "pingpong"]
     for case in dict.fromkeys(r["case"] for r in pingpong):
         group = [r for r in pingpong if r["case"] == case]
@@ -470,7 +533,7 @@ def merge(args):
             f.write(json.dumps(r) + "\n")
     rows = comparisons(records)
     columns = ["bench", "case", "family", "ranks", "bytes", "block_bytes", "metric", "library", "veneer", "speedup",
-               "reference", "host", "mpi_library", "veneer_version"]
+               "veneer_method", "reference", "reference_what", "host", "mpi_library", "veneer_version"]
     with open(args.out + ".csv", "w", encoding="utf-8", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=columns)
         writer.writeheader()

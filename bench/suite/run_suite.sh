@@ -2,10 +2,11 @@
 # run_suite.sh: runs Veneer's benchmarks with and without Veneer in one job and
 # writes one results file pair (JSON lines + CSV) with the machine description.
 #
-# The plain MPI programs (halo3d, ping-pong, and the collectives benchmark if it
-# is not linked with Veneer) run twice: once as they are and once with
-# libveneer.so preloaded into the ranks only (never into the launcher). The pack
-# benchmark is linked with Veneer and compares MPI_Pack with PMPI_Pack itself.
+# The plain MPI programs (halo3d, ping-pong) run twice: once as they are and
+# once with libveneer.so preloaded into the ranks only (never into the
+# launcher). The pack benchmark (linked with Veneer: MPI_Pack vs PMPI_Pack) and
+# the collectives benchmark (linked with Veneer's algorithms: each algorithm
+# and the one Veneer's selector picks vs the library's own) compare in one run.
 #
 # Launchers: Open MPI's mpirun/mpiexec, MPICH's mpiexec.mpich, or srun when run
 # inside a Slurm allocation (SLURM_JOB_ID set). Aggregation uses Debian's
@@ -27,16 +28,21 @@ usage: bench/suite/run_suite.sh [options]
                      (default: results/veneer-suite-<date>[-<slurm job>] under the current folder)
   --quick            short runs (CI, calibration, demos)
   --only LIST        comma-separated subset of: pack,pingpong,coll,halo3d (default: all)
-  --ranks "LIST"     rank counts for halo3d (default: "1 2 4"; under Slurm up to the tasks)
+  --ranks "LIST"     rank counts for halo3d (default: "1 2 4"; under Slurm 1, 2, 4, ...
+                     doubling up to the allocation's tasks or CPUs)
   --coll-ranks N     ranks for the collectives benchmark (default: largest of --ranks, at least 2)
-  --halo-args "ARGS" extra veneer-halo3d arguments (default depends on --quick)
+  --coll-args "ARGS" veneer-bench-coll's arguments (default: none; with --quick "--quick",
+                     which measures allreduce and alltoall from 8 B to 256 KiB)
+  --halo-args "ARGS" veneer-halo3d's arguments, replacing the defaults
+                     ("--n 32 --r 2 --q 3 --iterations 100 --warmup 5 --method all";
+                     with --quick "--n 16 ... --iterations 20 --warmup 2")
   --launcher NAME    auto (default) | mpirun | mpiexec.mpich | srun
   --srun-mpi NAME    srun's --mpi plugin (default: \$VENEER_SRUN_MPI, else pmix for Open MPI,
                      pmi2 for MPICH)
   --repeat K         run every measurement K times, library and Veneer alternating;
                      each side's best time counts (default 1; helps on a noisy machine)
   --timeout S        limit for every launched program in seconds (default 300)
-  --no-verify-exit   do not exit non-zero when a benchmark fails (still recorded)
+  --exit-zero        exit 0 even when a benchmark failed (failures are still reported)
 Environment: every VENEER_* variable set here reaches the Veneer runs and is
 recorded in the results. MPIEXEC overrides the mpirun/mpiexec command.
 EOF
@@ -48,6 +54,8 @@ quick=0
 only="pack,pingpong,coll,halo3d"
 ranks=""
 coll_ranks=""
+coll_args=""
+coll_args_given=0
 halo_args=""
 launcher=auto
 srun_mpi=${VENEER_SRUN_MPI:-}
@@ -62,12 +70,13 @@ while [ $# -gt 0 ]; do
     --only) only=$2; shift 2 ;;
     --ranks) ranks=$2; shift 2 ;;
     --coll-ranks) coll_ranks=$2; shift 2 ;;
+    --coll-args) coll_args=$2; coll_args_given=1; shift 2 ;;
     --halo-args) halo_args=$2; shift 2 ;;
     --launcher) launcher=$2; shift 2 ;;
     --srun-mpi) srun_mpi=$2; shift 2 ;;
     --timeout) limit=$2; shift 2 ;;
     --repeat) repeat=$2; shift 2 ;;
-    --no-verify-exit) strict=0; shift ;;
+    --exit-zero) strict=0; shift ;;
     -h|--help) usage; exit 0 ;;
     *) echo "run_suite: unknown option $1" >&2; usage >&2; exit 2 ;;
   esac
@@ -75,6 +84,9 @@ done
 
 die() { echo "run_suite: $*" >&2; exit 2; }
 wants() { [[ ",$only," == *",$1,"* ]]; }
+for b in ${only//,/ }; do
+  case $b in pack|pingpong|coll|halo3d) ;; *) die "unknown benchmark '$b' in --only" ;; esac
+done
 
 [[ $repeat =~ ^[1-9][0-9]*$ ]] || die "--repeat needs a positive count"
 [ -x "$python" ] || die "Debian's python3 ($python) is missing: apt-get install python3"
@@ -90,7 +102,7 @@ if [ -n "${LD_PRELOAD:-}" ]; then
   IFS=': ' read -r -a entries <<<"$LD_PRELOAD"
   for e in "${entries[@]}"; do [[ $e == *libveneer* ]] || kept+=("$e"); done
   LD_PRELOAD=$(IFS=:; echo "${kept[*]:-}")
-  [ -n "$LD_PRELOAD" ] && export LD_PRELOAD || unset LD_PRELOAD
+  if [ -n "$LD_PRELOAD" ]; then export LD_PRELOAD; else unset LD_PRELOAD; fi
 fi
 
 # Which MPI the programs were built with decides the launcher's dialect.
@@ -112,16 +124,17 @@ if [ "$launcher" = auto ]; then
     launcher=mpirun
   fi
 fi
+# MPIEXEC may carry options of its own ("mpiexec.openmpi --mca btl self,tcp").
 case $launcher in
   srun) mpiexec=(srun) ;;
-  mpiexec.mpich) mpiexec=(${MPIEXEC:-mpiexec.mpich}) ;;
+  mpiexec.mpich) read -r -a mpiexec <<<"${MPIEXEC:-mpiexec.mpich}" ;;
   mpirun)
     if [ $flavor = mpich ]; then
-      mpiexec=(${MPIEXEC:-mpiexec.mpich}); launcher=mpiexec.mpich
+      read -r -a mpiexec <<<"${MPIEXEC:-mpiexec.mpich}"; launcher=mpiexec.mpich
     elif command -v mpiexec.openmpi >/dev/null; then
-      mpiexec=(${MPIEXEC:-mpiexec.openmpi})
+      read -r -a mpiexec <<<"${MPIEXEC:-mpiexec.openmpi}"
     else
-      mpiexec=(${MPIEXEC:-mpirun})
+      read -r -a mpiexec <<<"${MPIEXEC:-mpirun}"
     fi ;;
   *) die "unknown launcher $launcher" ;;
 esac
@@ -220,19 +233,24 @@ launch() {
   timeout -k 10 "$limit" "${cmd[@]}" "$@"
 }
 
+[ $coll_args_given = 0 ] && [ $quick = 1 ] && coll_args="--quick"
+
 failures=0
-# run BENCH VARIANT NP SPREAD PROGRAM ARGS...: one measured run, its log and
-# its JSON records kept under $raw, one manifest line.
+# run BENCH VARIANT NP SPREAD FORMAT PROGRAM ARGS...: one measured run, its log
+# and its records (FORMAT json: JSON lines via --json; csv: a table via --csv)
+# kept under $raw, one manifest line.
 run() {
-  local bench=$1 variant=$2 np=$3 spread=$4 program=$5; shift 5
+  local bench=$1 variant=$2 np=$3 spread=$4 format=$5 program=$6; shift 6
   local tag=$bench-$variant-np$np-r$rep
-  local json=$raw/$tag.jsonl log=$raw/$tag.log
+  local records_file=$raw/$tag.$format log=$raw/$tag.log
+  [ "$format" = json ] && records_file=$raw/$tag.jsonl
   echo "== $bench, $variant, $np rank(s)${rep_note}"
   local start=$SECONDS rc
-  launch "$np" "$variant" "$spread" -- "$program" "$@" --json "$json" >"$log" 2>&1
+  launch "$np" "$variant" "$spread" -- "$program" "$@" "--$format" "$records_file" >"$log" 2>&1
   rc=$?
   local records=0
-  [ -f "$json" ] && records=$(wc -l <"$json")
+  [ -f "$records_file" ] && records=$(grep -c . "$records_file")
+  [ "$format" = csv ] && [ "$records" -gt 0 ] && records=$((records - 1))  # the header
   if [ $rc -ne 0 ] || [ "$records" -eq 0 ]; then
     echo "   FAILED (exit $rc, $records records); last lines of $log:"
     tail -15 "$log" | sed 's/^/   | /'
@@ -244,10 +262,6 @@ run() {
     "$(basename "$log")" >>"$manifest"
 }
 
-# A benchmark linked with libveneer compares Veneer and the library within
-# one run; a plain MPI program is run once without and once with Veneer.
-linked_with_veneer() { [[ $(ldd "$1" 2>/dev/null) == *libveneer* ]]; }
-
 skip() { echo "== $1: skipped ($2)"; printf '%s\tskipped\t0\t0\t0\t0\t0\t%s\n' "$1" "$2" >>"$manifest"; }
 
 quick_flag=(); [ $quick = 1 ] && quick_flag=(--quick)
@@ -256,27 +270,24 @@ for rep in $(seq "$repeat"); do
   rep_note=""; [ "$repeat" -gt 1 ] && rep_note=", repeat $rep of $repeat"
   if wants pack; then
     if [ -x "$bin/veneer-bench-pack" ]; then
-      run pack both 1 0 "$bin/veneer-bench-pack" "${quick_flag[@]}"
+      run pack both 1 0 json "$bin/veneer-bench-pack" "${quick_flag[@]}"
     else skip pack "no $bin/veneer-bench-pack"; fi
   fi
 
   if wants pingpong; then
     if [ -x "$bin/veneer-bench-pingpong" ]; then
       for variant in library veneer; do
-        run pingpong $variant 2 1 "$bin/veneer-bench-pingpong" "${quick_flag[@]}"
+        run pingpong $variant 2 1 json "$bin/veneer-bench-pingpong" "${quick_flag[@]}"
       done
     else skip pingpong "no $bin/veneer-bench-pingpong"; fi
   fi
 
   if wants coll; then
     coll=$bin/veneer-bench-coll
-    if [ ! -x "$coll" ]; then
-      skip coll "no $coll"
-    elif linked_with_veneer "$coll"; then
-      run coll both "$coll_ranks" 0 "$coll" "${quick_flag[@]}"
-    else
-      for variant in library veneer; do run coll $variant "$coll_ranks" 0 "$coll" "${quick_flag[@]}"; done
-    fi
+    if [ -x "$coll" ]; then
+      # shellcheck disable=SC2086  # coll_args is a list of words
+      run coll both "$coll_ranks" 0 csv "$coll" $coll_args
+    else skip coll "no $coll"; fi
   fi
 
   if wants halo3d; then
@@ -286,7 +297,7 @@ for rep in $(seq "$repeat"); do
       for np in $ranks; do
         for variant in library veneer; do
           # shellcheck disable=SC2086  # halo_args is a list of words
-          run halo3d $variant "$np" 0 "$bin/veneer-halo3d" $halo_args
+          run halo3d $variant "$np" 0 json "$bin/veneer-halo3d" $halo_args
         done
       done
     else skip halo3d "no $bin/veneer-halo3d"; fi
@@ -294,8 +305,8 @@ for rep in $(seq "$repeat"); do
   skip() { :; }  # a skipped benchmark is reported once
 done
 
-describe=(--launcher "$launcher" --mpiexec "${mpiexec[*]}" --flavor $flavor --build "$build"
-          --libveneer "$libveneer" --root "$root" --args "quick=$quick only=$only ranks=$ranks repeat=$repeat halo=[$halo_args]")
+describe=(--launcher "$launcher" --mpiexec "${mpiexec[*]}" --flavor "$flavor" --build "$build"
+          --libveneer "$libveneer" --root "$root" --args "quick=$quick only=$only ranks=$ranks repeat=$repeat halo=[$halo_args] coll=[$coll_ranks ranks: $coll_args]")
 "$python" "$here/results.py" merge --raw "$raw" --out "$out" "${describe[@]}"
 merge_rc=$?
 if [ $merge_rc -eq 3 ]; then

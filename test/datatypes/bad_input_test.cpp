@@ -129,8 +129,7 @@ TEST_F(BadInput, Pack) {
     // that hands the call to the library then does the same, so only a Veneer
     // overflow the library does not commit is Veneer's.
     size_t end = std::max(c.outsize, 0);
-    bool library_overflows =
-        first_difference(std::span(out_l).subspan(end), std::span(before).subspan(end)) >= 0;
+    bool library_overflows = first_difference(std::span(out_l).subspan(end), std::span(before).subspan(end)) >= 0;
     if (library_overflows)
       std::printf("note: the library wrote past outsize in MPI_Pack, %s\n", c.name.c_str());
     else
@@ -156,7 +155,9 @@ TEST_F(BadInput, PackSize) {
     int rc_v = MPI_Pack_size(c.count, c.type, MPI_COMM_WORLD, &size_v);
     int rc_l = PMPI_Pack_size(c.count, c.type, MPI_COMM_WORLD, &size_l);
     EXPECT_EQ(error_class(rc_v), error_class(rc_l)) << "Veneer " << describe(rc_v) << ", library " << describe(rc_l);
-    if (rc_l == MPI_SUCCESS) EXPECT_EQ(size_v, size_l);
+    if (rc_l == MPI_SUCCESS) {
+      EXPECT_EQ(size_v, size_l);
+    }
   }
 }
 
@@ -208,9 +209,8 @@ struct P2pCall {
   int count, peer, tag;
 };
 
-std::vector<P2pCall> p2p_calls(MPI_Datatype committed,
-                               const std::vector<std::pair<const char*, MPI_Datatype>>& types, int rank, int size,
-                               int tag_ub, bool receive) {
+std::vector<P2pCall> p2p_calls(MPI_Datatype committed, const std::vector<std::pair<const char*, MPI_Datatype>>& types,
+                               int rank, int size, int tag_ub, bool receive) {
   std::vector<P2pCall> calls;
   for (auto [name, type] : types) calls.push_back({name, type, 1, rank, 5});
   calls.push_back({"count -1", committed, -1, rank, 5});
@@ -237,8 +237,7 @@ TEST_F(BadInput, SendAndIsend) {
                           : MPI_Isend(memory.data(), c.count, c.type, c.peer, c.tag, MPI_COMM_WORLD, &r_v);
       drain(MPI_COMM_WORLD);
       if (rc_v == MPI_SUCCESS && !blocking) MPI_Wait(&r_v, MPI_STATUS_IGNORE);
-      EXPECT_EQ(error_class(rc_v), error_class(rc_l))
-          << "Veneer " << describe(rc_v) << ", library " << describe(rc_l);
+      EXPECT_EQ(error_class(rc_v), error_class(rc_l)) << "Veneer " << describe(rc_v) << ", library " << describe(rc_l);
     }
   }
 }

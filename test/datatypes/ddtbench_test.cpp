@@ -503,9 +503,8 @@ TEST_P(DDTBench, UnpackAgainstTheLoop) {
     SCOPED_TRACE(through_veneer ? "MPI_Unpack (Veneer)" : "PMPI_Unpack (library)");
     c->memory.fill(kBackground);
     int position = 0;
-    int rc = through_veneer
-                 ? MPI_Unpack(stream.data(), static_cast<int>(n), &position, c->buf, c->count, t, comm_)
-                 : PMPI_Unpack(stream.data(), static_cast<int>(n), &position, c->buf, c->count, t, comm_);
+    int rc = through_veneer ? MPI_Unpack(stream.data(), static_cast<int>(n), &position, c->buf, c->count, t, comm_)
+                            : PMPI_Unpack(stream.data(), static_cast<int>(n), &position, c->buf, c->count, t, comm_);
     EXPECT_EQ(rc, MPI_SUCCESS);
     EXPECT_EQ(position, n);
     EXPECT_EQ(first_difference(c->memory.snapshot(), expected), -1);
@@ -550,8 +549,7 @@ TEST_P(DDTBench, SendReceiveThroughVeneer) {
   if (rank_ == sender) {
     for (int kind = 0; kind < kinds; ++kind) {
       MPI_Request r;
-      ASSERT_EQ(MPI_Isend(source->buf, source->count, source->type.get(), receiver, 20 + kind, comm_, &r),
-                MPI_SUCCESS);
+      ASSERT_EQ(MPI_Isend(source->buf, source->count, source->type.get(), receiver, 20 + kind, comm_, &r), MPI_SUCCESS);
       requests.push_back(r);
     }
   }
@@ -588,12 +586,13 @@ TEST_P(DDTBench, SendReceiveThroughVeneer) {
       EXPECT_EQ(first_difference(got, reference), -1) << "received as contiguous elements";
     }
   }
-  if (!requests.empty())
+  if (!requests.empty()) {
     EXPECT_EQ(MPI_Waitall(static_cast<int>(requests.size()), requests.data(), MPI_STATUSES_IGNORE), MPI_SUCCESS);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Layouts, DDTBench, testing::ValuesIn(all_cases()),
-                         [](const testing::TestParamInfo<Named>& info) { return std::string(info.param.name); });
+                         [](const testing::TestParamInfo<Named>& p) { return std::string(p.param.name); });
 
 // The FFT2D transpose as the application runs it: MPI_Alltoall with the
 // interleaving column-block type on the send side, plain complex numbers on
@@ -623,8 +622,7 @@ TEST(DDTBenchCollective, Fft2dTransposeAlltoall) {
   block = TypeHandle(t);
 
   std::vector<unsigned char> got(expected.size(), 0), library(expected.size(), 0);
-  EXPECT_EQ(MPI_Alltoall(a.data(), 1, t, got.data(), rows * rows, MPI_C_DOUBLE_COMPLEX, MPI_COMM_WORLD),
-            MPI_SUCCESS);
+  EXPECT_EQ(MPI_Alltoall(a.data(), 1, t, got.data(), rows * rows, MPI_C_DOUBLE_COMPLEX, MPI_COMM_WORLD), MPI_SUCCESS);
   EXPECT_EQ(PMPI_Alltoall(a.data(), 1, t, library.data(), rows * rows, MPI_C_DOUBLE_COMPLEX, MPI_COMM_WORLD),
             MPI_SUCCESS);
   EXPECT_EQ(first_difference(library, expected), -1) << "the library's transpose (test bug?)";

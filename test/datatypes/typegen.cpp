@@ -52,14 +52,22 @@ struct Leaf {
 // extent includes padding bytes that the library still copies.
 const std::vector<Leaf>& leaves() {
   static const std::vector<Leaf> list = {
-      {MPI_CHAR, "MPI_CHAR"},           {MPI_BYTE, "MPI_BYTE"},
-      {MPI_SHORT, "MPI_SHORT"},         {MPI_INT, "MPI_INT"},
-      {MPI_FLOAT, "MPI_FLOAT"},         {MPI_DOUBLE, "MPI_DOUBLE"},
-      {MPI_LONG_DOUBLE, "MPI_LONG_DOUBLE"}, {MPI_INT64_T, "MPI_INT64_T"},
-      {MPI_UNSIGNED_CHAR, "MPI_UNSIGNED_CHAR"}, {MPI_C_DOUBLE_COMPLEX, "MPI_C_DOUBLE_COMPLEX"},
-      {MPI_DOUBLE_INT, "MPI_DOUBLE_INT"}, {MPI_SHORT_INT, "MPI_SHORT_INT"},
-      {MPI_LONG_INT, "MPI_LONG_INT"},   {MPI_2INT, "MPI_2INT"},
-      {MPI_FLOAT_INT, "MPI_FLOAT_INT"}, {MPI_LONG_DOUBLE_INT, "MPI_LONG_DOUBLE_INT"},
+      {MPI_CHAR, "MPI_CHAR"},
+      {MPI_BYTE, "MPI_BYTE"},
+      {MPI_SHORT, "MPI_SHORT"},
+      {MPI_INT, "MPI_INT"},
+      {MPI_FLOAT, "MPI_FLOAT"},
+      {MPI_DOUBLE, "MPI_DOUBLE"},
+      {MPI_LONG_DOUBLE, "MPI_LONG_DOUBLE"},
+      {MPI_INT64_T, "MPI_INT64_T"},
+      {MPI_UNSIGNED_CHAR, "MPI_UNSIGNED_CHAR"},
+      {MPI_C_DOUBLE_COMPLEX, "MPI_C_DOUBLE_COMPLEX"},
+      {MPI_DOUBLE_INT, "MPI_DOUBLE_INT"},
+      {MPI_SHORT_INT, "MPI_SHORT_INT"},
+      {MPI_LONG_INT, "MPI_LONG_INT"},
+      {MPI_2INT, "MPI_2INT"},
+      {MPI_FLOAT_INT, "MPI_FLOAT_INT"},
+      {MPI_LONG_DOUBLE_INT, "MPI_LONG_DOUBLE_INT"},
   };
   return list;
 }
@@ -94,8 +102,7 @@ struct TypeGenerator::Built {
   TypeShape shape;
 };
 
-TypeGenerator::TypeGenerator(uint64_t seed, TypeLimits limits)
-    : rng_(splitmix(seed)), limits_(limits) {}
+TypeGenerator::TypeGenerator(uint64_t seed, TypeLimits limits) : rng_(splitmix(seed)), limits_(limits) {}
 
 int64_t TypeGenerator::uniform(int64_t lo, int64_t hi) {
   if (hi <= lo) return lo;
@@ -124,12 +131,22 @@ int TypeGenerator::pick_count(int64_t unit_size, int64_t unit_span) {
 }
 
 TypeGenerator::Built TypeGenerator::leaf() {
-  const Leaf& l = leaves()[uniform(0, static_cast<int64_t>(leaves().size()) - 1)];
+  const Leaf* pick = nullptr;
+  do {
+    pick = &leaves()[uniform(0, static_cast<int64_t>(leaves().size()) - 1)];
+  } while (!limits_.long_double && (pick->type == MPI_LONG_DOUBLE || pick->type == MPI_LONG_DOUBLE_INT));
+  const Leaf& l = *pick;
   Built b{TypeHandle(l.type), l.name, shape_of(l.type)};
   return b;
 }
 
 TypeGenerator::Built TypeGenerator::build(int depth) {
+  Built b = build_any(depth);
+  if (depth > 0 && !limits_.zero_size_parts && b.shape.size == 0) return leaf();
+  return b;
+}
+
+TypeGenerator::Built TypeGenerator::build_any(int depth) {
   static const double leaf_chance[] = {0.05, 0.3, 0.45, 0.6, 1.0};
   if (depth >= limits_.max_depth || chance(leaf_chance[std::min(depth, 4)])) return leaf();
   // Weights of the constructors, in the order of the switch below.
@@ -140,18 +157,30 @@ TypeGenerator::Built TypeGenerator::build(int depth) {
   int which = 0;
   while (pick >= weights[which]) pick -= weights[which++];
   switch (which) {
-    case 0: return contiguous(depth);
-    case 1: return vector(depth, false);
-    case 2: return vector(depth, true);
-    case 3: return indexed(depth, false, false);
-    case 4: return indexed(depth, true, false);
-    case 5: return indexed(depth, false, true);
-    case 6: return indexed(depth, true, true);
-    case 7: return structure(depth);
-    case 8: return subarray(depth);
-    case 9: return darray(depth);
-    case 10: return resized(depth);
-    default: return dup(depth);
+    case 0:
+      return contiguous(depth);
+    case 1:
+      return vector(depth, false);
+    case 2:
+      return vector(depth, true);
+    case 3:
+      return indexed(depth, false, false);
+    case 4:
+      return indexed(depth, true, false);
+    case 5:
+      return indexed(depth, false, true);
+    case 6:
+      return indexed(depth, true, true);
+    case 7:
+      return structure(depth);
+    case 8:
+      return subarray(depth);
+    case 9:
+      return darray(depth);
+    case 10:
+      return resized(depth);
+    default:
+      return dup(depth);
   }
 }
 
@@ -196,8 +225,8 @@ TypeGenerator::Built TypeGenerator::vector(int depth, bool bytes) {
     MPI_Type_vector(n, blocklength, static_cast<int>(stride), child.type.get(), b.type.replace());
   b.shape = shape_of(b.type.get());
   if (!fits(b.shape)) return child;
-  b.description = std::string(bytes ? "hvector(" : "vector(") + std::to_string(n) + ", " +
-                  std::to_string(blocklength) + ", " + std::to_string(stride) + ", " + child.description + ")";
+  b.description = std::string(bytes ? "hvector(" : "vector(") + std::to_string(n) + ", " + std::to_string(blocklength) +
+                  ", " + std::to_string(stride) + ", " + child.description + ")";
   return b;
 }
 
@@ -253,8 +282,7 @@ TypeGenerator::Built TypeGenerator::indexed(int depth, bool bytes, bool same_blo
     MPI_Type_create_indexed_block(n, common, int_displacements.data(), child.type.get(), b.type.replace());
   } else if (bytes) {
     name = "hindexed";
-    MPI_Type_create_hindexed(n, blocklengths.data(), byte_displacements.data(), child.type.get(),
-                             b.type.replace());
+    MPI_Type_create_hindexed(n, blocklengths.data(), byte_displacements.data(), child.type.get(), b.type.replace());
   } else {
     name = "indexed";
     MPI_Type_indexed(n, blocklengths.data(), int_displacements.data(), child.type.get(), b.type.replace());
@@ -417,8 +445,8 @@ TypeGenerator::Built TypeGenerator::resized(int depth) {
   MPI_Type_create_resized(child.type.get(), lb, extent, b.type.replace());
   b.shape = shape_of(b.type.get());
   if (!fits(b.shape)) return child;
-  b.description = "resized(" + child.description + ", lb " + std::to_string(lb) + ", extent " +
-                  std::to_string(extent) + ")";
+  b.description =
+      "resized(" + child.description + ", lb " + std::to_string(lb) + ", extent " + std::to_string(extent) + ")";
   return b;
 }
 
@@ -492,8 +520,8 @@ GeneratedType TypeGenerator::random_type_at_bottom() {
   std::ostringstream os;
   if (same_type) {
     MPI_Type_create_hindexed(members, blocklengths.data(), addresses.data(), parts[0].type.get(), b.type.replace());
-    os << "hindexed@MPI_BOTTOM(" << members << ", " << list_text(blocklengths) << ", <addresses of "
-       << members << " arrays>, " << parts[0].description << ")";
+    os << "hindexed@MPI_BOTTOM(" << members << ", " << list_text(blocklengths) << ", <addresses of " << members
+       << " arrays>, " << parts[0].description << ")";
   } else {
     std::vector<MPI_Datatype> types;
     for (const Built& p : parts) types.push_back(p.type.get());
@@ -544,17 +572,23 @@ MapNode read_back(MPI_Datatype type) {
 
 class MapWriter {
  public:
-  explicit MapWriter(std::vector<Segment>& out) : out_(out) {}
-  void add(int64_t offset, int64_t length) {
+  explicit MapWriter(std::vector<Segment>& out, std::vector<int64_t>* element_ends = nullptr)
+      : out_(out), ends_(element_ends) {}
+  // `length` bytes of data; `element_end` if a basic element ends with them.
+  void add(int64_t offset, int64_t length, bool element_end = true) {
     if (length <= 0) return;
     if (!out_.empty() && out_.back().offset + out_.back().length == offset)
       out_.back().length += length;
     else
       out_.push_back({offset, length});
+    stream_ += length;
+    if (ends_ && element_end) ends_->push_back(stream_);
   }
 
  private:
   std::vector<Segment>& out_;
+  std::vector<int64_t>* ends_;
+  int64_t stream_ = 0;
 };
 
 template <typename A, typename B>
@@ -564,10 +598,11 @@ struct PairOf {
 };
 
 // The named types with more than one block: the pair types of MINLOC/MAXLOC,
-// laid out as the C structs they stand for.
+// laid out as the C structs they stand for. A pair counts as one element for
+// where a message may end (MPICH will not end one inside a pair).
 void expand_named(MPI_Datatype t, int64_t base, MapWriter& out) {
   auto pair = [&](int64_t first, int64_t second_at) {
-    out.add(base, first);
+    out.add(base, first, false);
     out.add(base + second_at, sizeof(int));
   };
   using DoubleInt = PairOf<double, int>;
@@ -653,8 +688,7 @@ void expand(const MapNode& n, int64_t base, MapWriter& out) {
     }
     case MPI_COMBINER_STRUCT:
       for (int i = 0; i < I[0]; ++i)
-        for (int64_t j = 0; j < I[1 + i]; ++j)
-          expand(n.children[i], base + A[i] + j * n.children[i].extent, out);
+        for (int64_t j = 0; j < I[1 + i]; ++j) expand(n.children[i], base + A[i] + j * n.children[i].extent, out);
       return;
     case MPI_COMBINER_SUBARRAY: {
       const int ndims = I[0];
@@ -704,10 +738,10 @@ void expand(const MapNode& n, int64_t base, MapWriter& out) {
 
 }  // namespace
 
-std::vector<Segment> reference_type_map(MPI_Datatype type, int64_t count) {
+std::vector<Segment> reference_type_map(MPI_Datatype type, int64_t count, std::vector<int64_t>* element_ends) {
   MapNode root = read_back(type);
   std::vector<Segment> one;
-  MapWriter w1(one);
+  MapWriter w1(one, element_ends);
   expand(root, 0, w1);
   std::vector<Segment> all;
   MapWriter w(all);
@@ -722,7 +756,7 @@ int64_t Regions::total() const {
   return n;
 }
 
-uint8_t pattern_byte(uint64_t salt, uint64_t i) {
+static uint8_t pattern_byte(uint64_t salt, uint64_t i) {
   return static_cast<uint8_t>(splitmix(splitmix(salt) ^ (i / 8)) >> (8 * (i % 8)));
 }
 
@@ -743,33 +777,11 @@ void Regions::fill(uint64_t salt) {
   for (auto& r : regions_) fill_pattern(r, salt * 1000003 + k++);
 }
 
-void Regions::fill_with_index_byte(int which) {
-  int64_t i = 0;
-  for (auto& r : regions_)
-    for (unsigned char& c : r) c = static_cast<unsigned char>(i++ >> (8 * which));
-}
-
 std::vector<unsigned char> Regions::snapshot() const {
   std::vector<unsigned char> out;
   out.reserve(total());
   for (const auto& r : regions_) out.insert(out.end(), r.begin(), r.end());
   return out;
-}
-
-void Regions::restore(std::span<const unsigned char> snapshot) {
-  size_t at = 0;
-  for (auto& r : regions_) {
-    std::memcpy(r.data(), snapshot.data() + at, r.size());
-    at += r.size();
-  }
-}
-
-const unsigned char* Regions::address(int64_t i) const {
-  for (const auto& r : regions_) {
-    if (i < static_cast<int64_t>(r.size())) return r.data() + i;
-    i -= static_cast<int64_t>(r.size());
-  }
-  return nullptr;
 }
 
 int64_t first_difference(std::span<const unsigned char> a, std::span<const unsigned char> b) {
