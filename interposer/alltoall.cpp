@@ -13,6 +13,7 @@
 #include "interposer/forward.h"
 #include "interposer/switchboard.h"
 #include "support/counters.h"
+#include "support/staging.h"
 
 using namespace veneer;
 using datatypes::Layout;
@@ -64,7 +65,7 @@ bool peer_counts(MPI_Comm comm, bool neighborhood, int& nsend, int& nrecv) {
 // One side (send or receive) of the exchange rewritten in bytes.
 struct Side {
   std::vector<int> counts, displs;  // bytes
-  std::unique_ptr<char[]> staging;
+  Staging staging;
   int64_t total = 0;
 };
 
@@ -83,8 +84,8 @@ bool plan_side(Side& s, int n, const int* counts, const std::vector<const Layout
   }
   if (off > config().p2p_max_bytes) return false;
   s.total = off;
-  s.staging = std::make_unique_for_overwrite<char[]>(static_cast<size_t>(off > 0 ? off : 1));
-  return true;
+  s.staging = Staging(static_cast<size_t>(off > 0 ? off : 1));
+  return s.staging.get() != nullptr;
 }
 
 void pack_side(const Side& s, int n, const void* buf, const int* counts, const std::vector<int64_t>& byte_displs,

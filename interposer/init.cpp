@@ -10,6 +10,7 @@
 #include "interposer/requests.h"
 #include "support/config.h"
 #include "support/log.h"
+#include "support/staging.h"
 
 using namespace veneer;
 
@@ -55,6 +56,7 @@ extern "C" int MPI_Finalize() {
     print_report();
     collectives_stop();
     datatypes::cache_finalize();
+    staging_release_all();
   }
   return next::Finalize();
 }

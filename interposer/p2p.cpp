@@ -10,6 +10,7 @@
 #include "interposer/requests.h"
 #include "interposer/switchboard.h"
 #include "support/counters.h"
+#include "support/staging.h"
 
 using namespace veneer;
 
@@ -18,9 +19,10 @@ namespace {
 using SendFn = int (*)(const void*, int, MPI_Datatype, int, int, MPI_Comm);
 using IsendFn = int (*)(const void*, int, MPI_Datatype, int, int, MPI_Comm, MPI_Request*);
 
-std::unique_ptr<char[]> pack_staging(const datatypes::Layout& layout, int count, const void* buf, int64_t& bytes) {
+Staging pack_staging(const datatypes::Layout& layout, int count, const void* buf, int64_t& bytes) {
   bytes = layout.size * count;
-  auto staging = std::make_unique_for_overwrite<char[]>(static_cast<size_t>(bytes));
+  Staging staging(static_cast<size_t>(bytes));
+  if (!staging.get()) return staging;  // out of memory: the caller passes through
   datatypes::pack_all(layout, count, buf, staging.get());
   counters().add(Counter::bytes_packed, static_cast<uint64_t>(bytes));
   return staging;
@@ -51,11 +53,12 @@ int blocking_send(SendFn fn, const void* buf, int count, MPI_Datatype type, int 
     return fn(buf, count, type, dest, tag, comm);
   }
   int64_t bytes = 0;
-  std::unique_ptr<char[]> staging;
+  Staging staging;
   {
     ScopedTimer timer;
     staging = pack_staging(*layout, count, buf, bytes);
   }
+  if (!staging.get()) return fn(buf, count, type, dest, tag, comm);
   counters().add(Counter::send_taken);
   return fn(staging.get(), static_cast<int>(bytes), MPI_BYTE, dest, tag, comm);
 }
@@ -72,6 +75,7 @@ int nonblocking_send(IsendFn fn, const void* buf, int count, MPI_Datatype type, 
     ScopedTimer timer;
     pending.staging = pack_staging(*layout, count, buf, pending.capacity);
   }
+  if (!pending.staging.get()) return fn(buf, count, type, dest, tag, comm, request);
   const int rc = fn(pending.staging.get(), static_cast<int>(pending.capacity), MPI_BYTE, dest, tag, comm, request);
   if (rc == MPI_SUCCESS) {
     requests::track(*request, std::move(pending));
@@ -108,7 +112,8 @@ extern "C" int MPI_Recv(void* buf, int count, MPI_Datatype type, int source, int
     return next::Recv(buf, count, type, source, tag, comm, status);
   }
   const int64_t bytes = layout->size * count;
-  auto staging = std::make_unique_for_overwrite<char[]>(static_cast<size_t>(bytes));
+  Staging staging(static_cast<size_t>(bytes));
+  if (!staging.get()) return next::Recv(buf, count, type, source, tag, comm, status);
   MPI_Status local;
   MPI_Status* st = status == MPI_STATUS_IGNORE ? &local : status;
   const int rc = next::Recv(staging.get(), static_cast<int>(bytes), MPI_BYTE, source, tag, comm, st);
@@ -130,7 +135,8 @@ extern "C" int MPI_Irecv(void* buf, int count, MPI_Datatype type, int source, in
   Pending pending;
   pending.is_recv = true;
   pending.capacity = layout->size * count;
-  pending.staging = std::make_unique_for_overwrite<char[]>(static_cast<size_t>(pending.capacity));
+  pending.staging = Staging(static_cast<size_t>(pending.capacity));
+  if (!pending.staging.get()) return next::Irecv(buf, count, type, source, tag, comm, request);
   pending.layout = layout;
   pending.buf = buf;
   pending.count = count;
@@ -154,7 +160,7 @@ extern "C" int MPI_Sendrecv(const void* sendbuf, int sendcount, MPI_Datatype sen
     return next::Sendrecv(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source,
                           recvtag, comm, status);
   }
-  std::unique_ptr<char[]> sstage, rstage;
+  Staging sstage, rstage;
   const void* sbuf = sendbuf;
   int scount = sendcount;
   MPI_Datatype stype = sendtype;
@@ -173,12 +179,15 @@ extern "C" int MPI_Sendrecv(const void* sendbuf, int sendcount, MPI_Datatype sen
   int64_t rbytes = 0;
   if (rlayout) {
     rbytes = rlayout->size * recvcount;
-    rstage = std::make_unique_for_overwrite<char[]>(static_cast<size_t>(rbytes));
+    rstage = Staging(static_cast<size_t>(rbytes));
     rbuf = rstage.get();
     rcount = static_cast<int>(rbytes);
     rtype = MPI_BYTE;
     counters().add(Counter::recv_taken);
   }
+  if ((slayout && !sstage.get()) || (rlayout && !rstage.get()))
+    return next::Sendrecv(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source,
+                          recvtag, comm, status);
   MPI_Status local;
   MPI_Status* st = status == MPI_STATUS_IGNORE ? &local : status;
   const int rc = next::Sendrecv(sbuf, scount, stype, dest, sendtag, rbuf, rcount, rtype, source, recvtag, comm, st);
@@ -197,12 +206,14 @@ extern "C" int MPI_Sendrecv_replace(void* buf, int count, MPI_Datatype type, int
     return next::Sendrecv_replace(buf, count, type, dest, sendtag, source, recvtag, comm, status);
   }
   int64_t bytes = 0;
-  std::unique_ptr<char[]> out;
+  Staging out;
   {
     ScopedTimer timer;
     out = pack_staging(*layout, count, buf, bytes);
   }
-  auto in = std::make_unique_for_overwrite<char[]>(static_cast<size_t>(bytes));
+  Staging in(static_cast<size_t>(bytes));
+  if (!out.get() || !in.get())
+    return next::Sendrecv_replace(buf, count, type, dest, sendtag, source, recvtag, comm, status);
   MPI_Status local;
   MPI_Status* st = status == MPI_STATUS_IGNORE ? &local : status;
   const int rc = next::Sendrecv(out.get(), static_cast<int>(bytes), MPI_BYTE, dest, sendtag, in.get(),

@@ -8,6 +8,7 @@
 #include "interposer/requests.h"
 #include "support/config.h"
 #include "support/counters.h"
+#include "support/staging.h"
 
 namespace veneer {
 
@@ -62,6 +63,10 @@ void print_report() {
     std::fprintf(out, "  %-28s %14lld\n", "types decoded", static_cast<long long>(stats.decoded));
     std::fprintf(out, "  %-28s %14lld\n", "types passed through", static_cast<long long>(stats.unsupported));
     std::fprintf(out, "  %-28s %14lld\n", "requests in flight (max)", static_cast<long long>(requests::high_water()));
+    const auto pool = staging_stats();
+    std::fprintf(out, "  %-28s %14lld (limit %lld)\n", "staging bytes pooled", static_cast<long long>(pool.pooled_bytes),
+                 static_cast<long long>(pool.limit));
+    std::fprintf(out, "  %-28s %14lld\n", "staging buffers reused", static_cast<long long>(pool.reused));
     const std::string coll = collectives_report_text();
     if (!coll.empty()) std::fprintf(out, "%s", coll.c_str());
   }

@@ -135,7 +135,7 @@ void drain_detached() {
     }
     if (!flag) {
       // Still in the library's hands: its staging memory must outlive it.
-      (void)pending.staging.release();
+      pending.staging.leak();
       continue;
     }
     complete(pending, status);

@@ -13,12 +13,13 @@
 #include <vector>
 
 #include "datatypes/layout.h"
+#include "support/staging.h"
 
 namespace veneer {
 
 struct Pending {
   bool is_recv = false;
-  std::unique_ptr<char[]> staging;  // packed bytes (send: source; recv: landing zone)
+  Staging staging;                  // packed bytes (send: source; recv: landing zone)
   int64_t capacity = 0;             // bytes in staging
   std::shared_ptr<const datatypes::Layout> layout;  // recv: how to unpack
   void* buf = nullptr;              // recv: the user's buffer

@@ -80,6 +80,7 @@ Config parse_config(const char* (*env)(const char*)) {
   c.p2p_max_bytes = size_or(env("VENEER_P2P_MAX_BYTES"), c.p2p_max_bytes);
   c.alltoall_max_block = size_or(env("VENEER_ALLTOALL_MAX_BLOCK"), c.alltoall_max_block);
   c.type_cache_limit = size_or(env("VENEER_TYPE_CACHE"), c.type_cache_limit);
+  c.staging_pool = size_or(env("VENEER_STAGING_POOL"), c.staging_pool);
   return c;
 }
 

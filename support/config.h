@@ -26,6 +26,8 @@ struct Config {
   int64_t p2p_max_bytes = int64_t{256} << 20;
   // Alltoallv/w take-over rule, same meaning (VENEER_ALLTOALL_MAX_BLOCK).
   int64_t alltoall_max_block = 1024;
+  // Bytes of freed staging buffers kept for reuse (VENEER_STAGING_POOL).
+  int64_t staging_pool = int64_t{64} << 20;
   // Most layouts kept in the per-type cache (VENEER_TYPE_CACHE); freed types leave it at once.
   int64_t type_cache_limit = 100000;
 };
