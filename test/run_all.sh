@@ -9,7 +9,8 @@ cd "$root"
 jobs=${VENEER_JOBS:-2}
 
 packages=(build-essential cmake ninja-build pkg-config openmpi-bin libopenmpi-dev mpich libmpich-dev
-          libhwloc-dev hwloc libucx-dev libgtest-dev libgmock-dev libbenchmark-dev python3-matplotlib)
+          libhwloc-dev hwloc libucx-dev libgtest-dev libgmock-dev libbenchmark-dev python3-matplotlib
+          slurm-wlm munge)
 missing=()
 for p in "${packages[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if [ ${#missing[@]} -gt 0 ]; then
@@ -20,7 +21,6 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_mpi_yield_when_idle=1
-# Open MPI's shared-memory transport complains in some containers; vader's default is fine here.
 
 build() {  # build DIR [cmake args...]
   local dir=$1; shift
@@ -43,6 +43,9 @@ build build/ci-openmpi -DCMAKE_BUILD_TYPE=RelWithDebInfo
 run_ctest build/ci-openmpi "Open MPI (default transport)"
 VENEER_TEST_LAUNCH_FLAGS="--mca pml ucx --mca pml_ucx_tls any --mca pml_ucx_devices any -x UCX_TLS=sm,self,tcp" \
   run_ctest build/ci-openmpi "Open MPI over UCX (MPI tests)" -L mpi
+
+echo "== Slurm: a one-node cluster on loopback runs the benchmark suite with sbatch"
+test/slurm/run_slurm_check.sh build/ci-openmpi
 
 build build/ci-mpich -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMPI_C_COMPILER=mpicc.mpich -DMPI_CXX_COMPILER=mpicxx.mpich
 run_ctest build/ci-mpich "MPICH"
