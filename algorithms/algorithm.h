@@ -40,6 +40,7 @@ struct Requirements {
   bool node_consecutive = false;
   bool in_place = true;               // accepts MPI_IN_PLACE
   bool count_at_least_p = false;      // at least one element per rank
+  bool node_data_at_leader = false;   // a node's whole data meets at its leader: bytes x ranks per node < 2 GiB
 };
 
 // A call as every rank sees it: only arguments MPI requires to be identical

@@ -12,7 +12,7 @@ namespace veneer::algorithms {
 namespace {
 
 double predicted(const Shape& s, const CostModel& m) {
-  const LinkCost& l = flat_link(s, m);
+  const LinkCost l = crowded_link(s, m);  // every rank crosses at once
   const double n = static_cast<double>(s.bytes), p = s.ranks;
   return ceil_log2(s.ranks) * l.alpha + (p - 1) / p * n * l.beta + n * m.intra.beta;  // + the rotation
 }

@@ -41,10 +41,11 @@ int run(const Args& a, const Hierarchy& h) {
     sorted.resize(static_cast<size_t>(h.size * b));
     runs = sorted.data();
   }
+  const MPI_Comm leaders = h.leaders();  // every rank: made on first use, collectively
   std::byte* my_run = runs + nodes.offsets[static_cast<size_t>(h.node_index)];
   VENEER_TRY(gather_linear(out + h.rank * b, my_run, b, MPI_BYTE, 1, h.node_comm, Tag::allgather));
   if (h.node_rank == 0) {
-    if (h.node_count > 1) VENEER_TRY(allgatherv_ring(runs, nodes, MPI_BYTE, 1, h.leader_comm, Tag::allgather));
+    if (h.node_count > 1) VENEER_TRY(allgatherv_ring(runs, nodes, MPI_BYTE, 1, leaders, Tag::allgather));
     if (runs != out) {
       for (int x = 0; x < h.size && b > 0; ++x) {
         const size_t xx = static_cast<size_t>(x);

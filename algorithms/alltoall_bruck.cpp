@@ -11,7 +11,7 @@ namespace veneer::algorithms {
 namespace {
 
 double predicted(const Shape& s, const CostModel& m) {
-  const LinkCost& l = flat_link(s, m);
+  const LinkCost l = crowded_link(s, m);  // every rank crosses at once
   const double n = static_cast<double>(s.bytes);
   return ceil_log2(s.ranks) * (l.alpha + n / 2 * (l.beta + 2 * m.intra.beta)) + 2 * n * m.intra.beta;
 }

@@ -24,6 +24,7 @@ int run(const Args& a, const Hierarchy& h) {
   auto* out = static_cast<std::byte*>(a.rbuf);
   const void* in = a.sbuf == MPI_IN_PLACE ? a.rbuf : a.sbuf;
   const int here = h.node_index, local = h.node_size;
+  const MPI_Comm leaders = h.leaders();  // every rank: made on first use, collectively
   if (h.node_rank != 0) {
     VENEER_TRY(gather_linear(in, nullptr, row, MPI_BYTE, 1, h.node_comm, Tag::alltoall));
     return recv(out, row, MPI_BYTE, 0, Tag::alltoall, h.node_comm);
@@ -52,7 +53,7 @@ int run(const Args& a, const Hierarchy& h) {
     else
       VENEER_TRY(sendrecv(outgoing.data(), static_cast<int64_t>(outgoing.size()), MPI_BYTE, to, into,
                           arrived_at[static_cast<size_t>(from) + 1] - arrived_at[static_cast<size_t>(from)], MPI_BYTE,
-                          from, Tag::alltoall, h.leader_comm));
+                          from, Tag::alltoall, leaders));
   }
   // Sort by destination: local rank t receives, from every rank x, block (x -> t).
   std::vector<std::byte> sorted(static_cast<size_t>(local * row));
@@ -72,7 +73,7 @@ int run(const Args& a, const Hierarchy& h) {
 
 }  // namespace
 
-extern const Algorithm alltoall_node_aware_algorithm{Collective::alltoall, "node_aware", Requirements{}, true,
-                                                     predicted, run};
+extern const Algorithm alltoall_node_aware_algorithm{
+    Collective::alltoall, "node_aware", Requirements{.node_data_at_leader = true}, true, predicted, run};
 
 }  // namespace veneer::algorithms

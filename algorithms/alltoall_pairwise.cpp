@@ -9,7 +9,7 @@ namespace veneer::algorithms {
 namespace {
 
 double predicted(const Shape& s, const CostModel& m) {
-  const LinkCost& l = flat_link(s, m);
+  const LinkCost l = crowded_link(s, m);  // every rank crosses at once
   const double n = static_cast<double>(s.bytes), p = s.ranks;
   return (p - 1) * l.alpha + (p - 1) / p * n * l.beta;
 }

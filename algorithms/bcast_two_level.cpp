@@ -21,16 +21,17 @@ double predicted(const Shape& s, const CostModel& m) {
 int run(const Args& a, const Hierarchy& h) {
   const int root_node = h.node_of_rank[static_cast<size_t>(a.root)];
   const int root_leader = h.node_ranks[static_cast<size_t>(root_node)][0];
+  const MPI_Comm leaders = h.leaders();  // every rank: made on first use, collectively
   if (a.root != root_leader) {
     if (h.rank == a.root) VENEER_TRY(send(a.rbuf, a.count, MPI_BYTE, root_leader, Tag::bcast, h.comm));
     if (h.rank == root_leader) VENEER_TRY(recv(a.rbuf, a.count, MPI_BYTE, a.root, Tag::bcast, h.comm));
   }
   if (h.node_rank == 0 && h.node_count > 1) {
     if (leaders_scatter(a.count, h.node_count))
-      VENEER_TRY(bcast_scatter_allgather(static_cast<std::byte*>(a.rbuf), a.count, root_node, h.leader_comm,
+      VENEER_TRY(bcast_scatter_allgather(static_cast<std::byte*>(a.rbuf), a.count, root_node, leaders,
                                          Tag::bcast));
     else
-      VENEER_TRY(bcast_binomial(a.rbuf, a.count, MPI_BYTE, root_node, h.leader_comm, Tag::bcast));
+      VENEER_TRY(bcast_binomial(a.rbuf, a.count, MPI_BYTE, root_node, leaders, Tag::bcast));
   }
   // On the root's node the root itself sends, so its buffer is never written.
   const int node_root = h.node_index == root_node ? h.local_rank_of[static_cast<size_t>(a.root)] : 0;

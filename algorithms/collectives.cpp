@@ -17,7 +17,6 @@
 #include "support/config.h"
 #include "support/log.h"
 #include "topology/hierarchy.h"
-#include "topology/machine.h"
 
 namespace veneer::algorithms {
 
@@ -106,6 +105,8 @@ std::optional<Prepared> prepare(const Call& c, int p, std::string* why) {
       default: total = c.count;
     }
     if (c.count < 0) return refuse("negative count");
+    // Whole vectors travel in one message, with an int count.
+    if (total > INT_MAX) return refuse("more than INT_MAX elements");
     if (auto accepts = predefined_op_accepts(c.op, type_class(c.type))) {
       if (!t->named) return refuse("predefined op on a derived type");
       if (!*accepts) return refuse("op not defined on this type");
@@ -182,19 +183,6 @@ void count(Collective c, const Algorithm* a) {
   g_counts[static_cast<size_t>(c)][index_of(a)].fetch_add(1, std::memory_order_relaxed);
 }
 
-// Ranks on this real node exceed its hardware threads: waiting ranks steal cores.
-bool oversubscribed() {
-  static const bool value = [] {
-    const char* local = nullptr;
-    for (const char* name : {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS", "PMI_LOCAL_SIZE", "SLURM_NTASKS_PER_NODE"})
-      if ((local = std::getenv(name))) break;
-    const int ranks = local ? std::atoi(local) : 0;
-    const int pus = topology::machine().pus;
-    return ranks > 0 && pus > 0 && ranks > pus;
-  }();
-  return value;
-}
-
 Shape shape_from(const Call& c, const Prepared& prep, const Hierarchy& h) {
   Shape s = shape_of(c.collective, prep.bytes, h);
   s.count = prep.count;
@@ -202,7 +190,7 @@ Shape shape_from(const Call& c, const Prepared& prep, const Hierarchy& h) {
   s.predefined_op = prep.predefined_op;
   s.predefined_type = prep.predefined_type;
   s.in_place = prep.in_place;
-  s.oversubscribed = oversubscribed();
+  s.oversubscribed = h.oversubscribed;
   return s;
 }
 
@@ -436,7 +424,7 @@ std::string explain(Collective c, int64_t bytes, MPI_Comm comm) {
   if (!h) return "not taken: no hierarchy for this communicator (intercommunicator?)\n";
   Shape s = shape_of(c, bytes, *h);
   s.count = is_reduction(c) ? bytes / 8 : bytes;  // as if doubles
-  s.oversubscribed = oversubscribed();
+  s.oversubscribed = h->oversubscribed;
   return explain(s, *tuning(), *model());
 }
 

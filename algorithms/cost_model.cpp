@@ -26,10 +26,17 @@ int floor_pow2(int p) {
 
 const LinkCost& flat_link(const Shape& s, const CostModel& m) { return s.nodes > 1 ? m.inter : m.intra; }
 
-const LinkCost& link_at_distance(const Shape& s, const CostModel& m, int64_t distance) {
+LinkCost crowded_link(const Shape& s, const CostModel& m) {
+  if (s.nodes <= 1) return m.intra;
+  LinkCost l = m.inter;
+  l.beta *= std::max(1.0, static_cast<double>(s.max_ranks_per_node) / std::max(1, m.nic_streams));
+  return l;
+}
+
+LinkCost link_at_distance(const Shape& s, const CostModel& m, int64_t distance) {
   if (s.nodes <= 1) return m.intra;
   const bool within = s.node_consecutive && s.equal_ranks_per_node && s.max_ranks_per_node % (2 * distance) == 0;
-  return within ? m.intra : m.inter;
+  return within ? m.intra : crowded_link(s, m);
 }
 
 double library_seconds(const Shape& s, const CostModel& m) {

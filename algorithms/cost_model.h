@@ -33,10 +33,14 @@ const CostModel& default_cost_model();
 int ceil_log2(int64_t p);                                // 0 for p <= 1
 int floor_pow2(int p);                                   // largest power of two <= p
 // Link of a flat algorithm's step between ranks `distance` apart (recursive
-// doubling): within a node if every node is a run of a multiple of 2*distance ranks.
-const LinkCost& link_at_distance(const Shape& s, const CostModel& m, int64_t distance);
-// Link a flat algorithm's slowest step crosses.
+// doubling): within a node if every node is a run of a multiple of 2*distance
+// ranks, else the network crowded by all of a node's ranks at once.
+LinkCost link_at_distance(const Shape& s, const CostModel& m, int64_t distance);
+// Link a flat algorithm's slowest step crosses, when one rank per node crosses at a time (rings, trees).
 const LinkCost& flat_link(const Shape& s, const CostModel& m);
+// The network when every rank of a node sends across at once (pairwise
+// exchanges): beyond nic_streams, the node's ranks share its bandwidth.
+LinkCost crowded_link(const Shape& s, const CostModel& m);
 
 // The library's own estimate: the best of the flat algorithms (the library
 // has all of them), whatever their preconditions.

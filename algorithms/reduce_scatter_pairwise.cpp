@@ -46,7 +46,7 @@ int reduce_scatter_pairwise(const void* input, void* output, const Blocks& block
 namespace {
 
 double predicted(const Shape& s, const CostModel& m) {
-  const LinkCost& l = flat_link(s, m);
+  const LinkCost l = crowded_link(s, m);  // every rank crosses at once
   const double n = static_cast<double>(s.bytes), p = s.ranks;
   return (p - 1) * l.alpha + (p - 1) / p * n * (l.beta + l.gamma);
 }

@@ -21,6 +21,7 @@ int run(const Args& a, const Hierarchy& h) {
   const int root_node = h.node_of_rank[static_cast<size_t>(a.root)];
   const int root_leader = h.node_ranks[static_cast<size_t>(root_node)][0];
   const bool leader = h.node_rank == 0;
+  const MPI_Comm leaders = h.leaders();  // every rank: made on first use, collectively
   // A leader's node result and its share of the final one; the root's own buffer where it can be.
   TempBuffer node_result(leader && !root ? a.count : 0, r->type);
   void* node_buf = root ? a.rbuf : node_result.data();
@@ -28,7 +29,7 @@ int run(const Args& a, const Hierarchy& h) {
   if (leader) {
     TempBuffer final_result(h.rank == root_leader && !root ? a.count : 0, r->type);
     void* out = root ? a.rbuf : final_result.data();
-    VENEER_TRY(reduce_binomial(node_buf, h.rank == root_leader ? out : nullptr, a.count, *r, root_node, h.leader_comm,
+    VENEER_TRY(reduce_binomial(node_buf, h.rank == root_leader ? out : nullptr, a.count, *r, root_node, leaders,
                                Tag::reduce));
     if (h.rank == root_leader && !root) return send(out, a.count, r->type.type, a.root, Tag::reduce, h.comm);
   }

@@ -1,8 +1,8 @@
 // Every algorithm, per collective, and the precondition check.
 #include <array>
+#include <climits>
 
 #include "algorithms/algorithm.h"
-#include "topology/machine.h"
 
 namespace veneer::algorithms {
 
@@ -83,6 +83,8 @@ bool eligible(const Algorithm& a, const Shape& s, std::string* why_not) {
   if (n.node_consecutive && !s.node_consecutive) return fail("needs node-consecutive ranks");
   if (!n.in_place && s.in_place) return fail("does not take MPI_IN_PLACE");
   if (n.count_at_least_p && s.count < s.ranks) return fail("needs at least one element per rank");
+  if (n.node_data_at_leader && s.bytes * s.max_ranks_per_node > INT_MAX)
+    return fail("a node's data would exceed one message at its leader");
   return true;
 }
 

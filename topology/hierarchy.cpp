@@ -5,6 +5,8 @@
 #include <cstdlib>
 #include <mutex>
 
+#include <unistd.h>
+
 #include "support/config.h"
 #include "support/log.h"
 
@@ -49,18 +51,48 @@ int node_leader_rank(MPI_Comm node_comm, MPI_Comm comm) {
   return leader;
 }
 
+// More ranks on this machine than hardware threads: the launcher's count of
+// local ranks against the online processors (not this process's binding).
+bool locally_oversubscribed() {
+  static const bool value = [] {
+    const char* local = nullptr;
+    for (const char* name : {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS", "PMI_LOCAL_SIZE", "SLURM_NTASKS_PER_NODE"})
+      if ((local = std::getenv(name))) break;
+    const long ranks = local ? std::atol(local) : 0;
+    const long processors = sysconf(_SC_NPROCESSORS_ONLN);
+    return ranks > 0 && processors > 0 && ranks > processors;
+  }();
+  return value;
+}
+
 }  // namespace
 
 Hierarchy::~Hierarchy() {
   int finalized = 1;
   PMPI_Finalized(&finalized);
   if (!finalized) {
-    free_comm(lane_comm);
-    free_comm(leader_comm);
+    free_comm(lane_comm_);
+    free_comm(leader_comm_);
     free_comm(node_comm);
     free_comm(comm);
   }
   g_live.fetch_sub(1, std::memory_order_relaxed);
+}
+
+MPI_Comm Hierarchy::leaders() const {
+  if (!leaders_made_) {
+    leaders_made_ = true;
+    PMPI_Comm_split(comm, node_rank == 0 ? 0 : MPI_UNDEFINED, node_index, &leader_comm_);
+  }
+  return leader_comm_;
+}
+
+MPI_Comm Hierarchy::lanes() const {
+  if (!lanes_made_) {
+    lanes_made_ = true;
+    PMPI_Comm_split(comm, node_rank, node_index, &lane_comm_);
+  }
+  return lane_comm_;
 }
 
 std::string Hierarchy::describe() const {
@@ -133,10 +165,15 @@ std::unique_ptr<Hierarchy> build_hierarchy(MPI_Comm comm, std::optional<int> nod
   PMPI_Comm_rank(h->node_comm, &h->node_rank);
   PMPI_Comm_size(h->node_comm, &h->node_size);
 
-  // Every rank learns every rank's node, named by its lowest rank.
-  int my_leader = node_leader_rank(h->node_comm, h->comm);
+  // Every rank learns every rank's node, named by its lowest rank, and whether its real node is oversubscribed.
+  int mine[2] = {node_leader_rank(h->node_comm, h->comm), locally_oversubscribed() ? 1 : 0};
+  std::vector<int> all(2 * static_cast<size_t>(h->size));
+  if (PMPI_Allgather(mine, 2, MPI_INT, all.data(), 2, MPI_INT, h->comm) != MPI_SUCCESS) return nullptr;
   std::vector<int> leader_of(static_cast<size_t>(h->size));
-  if (PMPI_Allgather(&my_leader, 1, MPI_INT, leader_of.data(), 1, MPI_INT, h->comm) != MPI_SUCCESS) return nullptr;
+  for (size_t r = 0; r < leader_of.size(); ++r) {
+    leader_of[r] = all[2 * r];
+    h->oversubscribed = h->oversubscribed || all[2 * r + 1];
+  }
   std::vector<int> index_of_leader(static_cast<size_t>(h->size), -1);
   h->node_of_rank.resize(static_cast<size_t>(h->size));
   h->local_rank_of.resize(static_cast<size_t>(h->size));
@@ -164,11 +201,6 @@ std::unique_ptr<Hierarchy> build_hierarchy(MPI_Comm comm, std::optional<int> nod
     if (members.back() - members.front() + 1 != n) h->node_consecutive = false;
   }
   h->equal_ranks_per_node = h->min_ranks_per_node == h->max_ranks_per_node;
-
-  if (PMPI_Comm_split(h->comm, h->node_rank == 0 ? 0 : MPI_UNDEFINED, h->node_index, &h->leader_comm) !=
-          MPI_SUCCESS ||
-      PMPI_Comm_split(h->comm, h->node_rank, h->node_index, &h->lane_comm) != MPI_SUCCESS)
-    return nullptr;
   return h;
 }
 

@@ -29,8 +29,6 @@ struct Hierarchy {
 
   int node_count = 0;                    // nodes are numbered by their lowest rank
   int node_index = 0;                    // my node
-  MPI_Comm leader_comm = MPI_COMM_NULL;  // node_rank 0 of every node, in node order; MPI_COMM_NULL elsewhere
-  MPI_Comm lane_comm = MPI_COMM_NULL;    // ranks with my node_rank, one per node that has one, in node order
 
   std::vector<int> node_of_rank;         // rank -> node index
   std::vector<int> local_rank_of;        // rank -> index on its node
@@ -41,6 +39,9 @@ struct Hierarchy {
   int min_ranks_per_node = 0;
   int max_ranks_per_node = 0;
   bool pretend = false;                  // nodes given by VENEER_RANKS_PER_NODE or a test, not the hardware
+  // Some real node runs more ranks than it has hardware threads; agreed by all
+  // ranks, so that choices depending on it are the same everywhere.
+  bool oversubscribed = false;
 
   Hierarchy() = default;
   Hierarchy(const Hierarchy&) = delete;
@@ -50,6 +51,20 @@ struct Hierarchy {
   int node_size_of(int node) const { return static_cast<int>(node_ranks[static_cast<size_t>(node)].size()); }
   // "8 ranks on 3 nodes (3,2,3), node-consecutive"
   std::string describe() const;
+
+  // The node leaders (node_rank 0 of every node, in node order; MPI_COMM_NULL
+  // on other ranks) and my lane (the ranks with my node_rank, one per node
+  // that has one, in node order). Made on first use, so communicators only
+  // algorithms that need them cost context ids: collective over `comm`, so
+  // every rank calls it, leader or not, in the same collective call.
+  MPI_Comm leaders() const;
+  MPI_Comm lanes() const;
+
+ private:
+  mutable MPI_Comm leader_comm_ = MPI_COMM_NULL;
+  mutable MPI_Comm lane_comm_ = MPI_COMM_NULL;
+  mutable bool leaders_made_ = false;
+  mutable bool lanes_made_ = false;
 };
 
 // Builds the hierarchy of `comm` (collective over comm). `node_key`: this

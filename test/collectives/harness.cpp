@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <set>
 
@@ -18,6 +19,11 @@ int world_size() {
   int p = 0;
   PMPI_Comm_size(MPI_COMM_WORLD, &p);
   return p;
+}
+
+bool quick() {
+  const char* q = std::getenv("VENEER_TEST_QUICK");
+  return q && *q && *q != '0';
 }
 
 std::vector<Layout> layouts() {
@@ -197,6 +203,16 @@ std::vector<TypeCase> reduction_cases() {
       maxloc{"MAXLOC", MPI_MAXLOC, Values::any}, minloc{"MINLOC", MPI_MINLOC, Values::any},
       plus{"user a+b+1 (commutative)", plus_one_op(), Values::any},
       composition{"user affine composition (non-commutative)", affine_op(), Values::any};
+  if (quick())
+    return {
+        {integer_type<int>("int", MPI_INT), {sum, bxor, plus}},
+        {floating_type<float>("float", MPI_FLOAT, 1e-5), {prod}},
+        {floating_type<double>("double", MPI_DOUBLE, 1e-12), {sum}},
+        {pair_type<double>("double_int", MPI_DOUBLE_INT), {minloc}},
+        {pair_type<short>("short_int", MPI_SHORT_INT), {maxloc}},
+        {affine_type("affine contiguous(2,unsigned)", g_affine_dense, 8, 1), {composition}},
+        {affine_type("affine vector(2,1,2,unsigned) with a gap", g_affine_gapped, 12, 2), {composition}},
+    };
   return {
       {integer_type<int>("int", MPI_INT), {sum, prod, max, min, land, lor, lxor, band, bor, bxor, plus}},
       {integer_type<long>("long", MPI_LONG), {sum, max, bxor}},

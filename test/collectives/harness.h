@@ -22,6 +22,10 @@ using topology::Hierarchy;
 int world_rank();
 int world_size();
 
+// VENEER_TEST_QUICK=1: a thinner matrix (fewer counts, types and ops), for
+// launchers whose ranks busy-poll and crawl when they outnumber the cores.
+bool quick();
+
 // Hierarchies of MPI_COMM_WORLD for several pretend node layouts (duplicates
 // dropped): one node, one rank per node, two per node, nodes of 3,2,3, and two
 // interleaved nodes (not node-consecutive).
@@ -59,7 +63,7 @@ struct TypeCase {
   ElementType type;
   std::vector<OpCase> ops;
 };
-std::vector<TypeCase> reduction_cases();
+std::vector<TypeCase> reduction_cases();  // quick(): a representative subset
 // User ops: commutative a+b+1 on int/double; non-commutative composition of affine maps.
 MPI_Op plus_one_op();
 MPI_Op affine_op();

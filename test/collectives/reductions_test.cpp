@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstring>
 #include <numeric>
+#include <map>
 #include <set>
 
 #include "algorithms/collectives.h"
@@ -17,7 +18,9 @@ namespace veneer::test {
 namespace {
 
 std::vector<int> counts_to_try(int p) {
-  std::set<int> counts{0, 1, std::max(p - 1, 1), 2 * p + 3, 1000};
+  std::set<int> counts{0, std::max(p - 1, 1), 2 * p + 3};
+  // 9000 elements pass 32 KiB: the leaders' and lanes' allreduce switch to halving.
+  if (!quick()) counts.insert({1, 1000, 9000});
   return {counts.begin(), counts.end()};
 }
 
@@ -62,7 +65,7 @@ void sweep(Collective c) {
         // Reduce_scatter: uneven counts with zeros, about `count` in all.
         std::vector<int> rcounts(static_cast<size_t>(p));
         for (int i = 0; i < p; ++i) rcounts[static_cast<size_t>(i)] = (count / p) + ((i * 3 + count) % 4 == 0 ? 0 : i % 3);
-        if (c == Collective::reduce_scatter_block && count > 100) count = 37;
+        if (c == Collective::reduce_scatter_block && count > 1000) continue;  // p blocks of count: enough at 1000
         const std::vector<int> roots = c == Collective::reduce ? std::vector<int>{0, p - 1} : std::vector<int>{0};
         for (int root : std::set<int>(roots.begin(), roots.end())) {
           for (bool in_place : {false, true}) {
