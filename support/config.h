@@ -5,6 +5,10 @@
 #include <string>
 #include <string_view>
 
+#ifndef VENEER_DEFAULT_P2P_MAX_BLOCK
+#define VENEER_DEFAULT_P2P_MAX_BLOCK 64
+#endif
+
 namespace veneer {
 
 enum class LogLevel { error = 0, warn = 1, info = 2, debug = 3 };
@@ -20,12 +24,14 @@ struct Config {
   int report = 0;                 // VENEER_REPORT=0|1|2 (2: per rank)
   std::string report_file;        // VENEER_REPORT_FILE=path (default stderr)
   // Send/receive take-over rule: non-contiguous data whose mean contiguous
-  // block is at most this many bytes (VENEER_P2P_MAX_BLOCK).
-  int64_t p2p_max_block = 1024;
+  // block is at most this many bytes (VENEER_P2P_MAX_BLOCK). The default
+  // depends on the library (measured, see README): Open MPI's shared-memory
+  // path moves larger blocks without packing, MPICH's packs them slowly.
+  int64_t p2p_max_block = VENEER_DEFAULT_P2P_MAX_BLOCK;
   // Largest message (bytes) staged through a temporary buffer (VENEER_P2P_MAX_BYTES).
   int64_t p2p_max_bytes = int64_t{256} << 20;
   // Alltoallv/w take-over rule, same meaning (VENEER_ALLTOALL_MAX_BLOCK).
-  int64_t alltoall_max_block = 1024;
+  int64_t alltoall_max_block = VENEER_DEFAULT_P2P_MAX_BLOCK;
   // Bytes of freed staging buffers kept for reuse (VENEER_STAGING_POOL).
   int64_t staging_pool = int64_t{64} << 20;
   // Most layouts kept in the per-type cache (VENEER_TYPE_CACHE); freed types leave it at once.
