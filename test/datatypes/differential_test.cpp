@@ -131,8 +131,13 @@ std::unique_ptr<Subject> make_subject(uint64_t seed) {
   s->count = bottom ? 1 : static_cast<int>(1 + generator.rng()() % 3);
   // Where the library's true bounds disagree with the type map (a library
   // bug), use one instance and memory covering both.
-  int64_t lo = s->shape.true_lb, hi = s->shape.true_lb + std::max<int64_t>(s->shape.true_extent, 0);
-  // (MPICH gives some zero-size types a negative true extent.)
+  // (MPICH gives some zero-size types a negative true extent, and Open MPI a
+  // true lower bound of INT64_MAX: such types touch no memory at all.)
+  int64_t lo = 0, hi = 0;
+  if (s->shape.true_extent > 0) {
+    lo = s->shape.true_lb;
+    hi = s->shape.true_lb + s->shape.true_extent;
+  }
   std::vector<Segment> one = veneer::test::reference_type_map(s->type, 1, &s->element_ends);
   if (!one.empty()) {
     int64_t first = one[0].offset, end = one[0].offset + one[0].length;
