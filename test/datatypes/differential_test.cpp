@@ -134,7 +134,7 @@ std::unique_ptr<Subject> make_subject(uint64_t seed) {
   // (MPICH gives some zero-size types a negative true extent, and Open MPI a
   // true lower bound of INT64_MAX: such types touch no memory at all.)
   int64_t lo = 0, hi = 0;
-  if (s->shape.true_extent > 0) {
+  if (s->shape.true_extent > 0 && s->shape.true_lb <= INT64_MAX - s->shape.true_extent) {
     lo = s->shape.true_lb;
     hi = s->shape.true_lb + s->shape.true_extent;
   }
