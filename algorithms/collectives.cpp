@@ -296,87 +296,47 @@ void collectives_init() { g_tuning.store(std::make_shared<const Tuning>(Tuning::
 void collectives_finalize() { topology::forget_hierarchy(MPI_COMM_WORLD); }
 
 std::optional<int> allreduce(const void* sbuf, void* rbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm) {
-  Call c;
-  c.collective = Collective::allreduce;
-  c.sbuf = sbuf;
-  c.rbuf = rbuf;
-  c.count = count;
-  c.type = type;
-  c.op = op;
-  return take(c, comm);
+  return take({.collective = Collective::allreduce, .sbuf = sbuf, .rbuf = rbuf, .count = count, .type = type, .op = op},
+              comm);
 }
 
 std::optional<int> bcast(void* buf, int count, MPI_Datatype type, int root, MPI_Comm comm) {
-  Call c;
-  c.collective = Collective::bcast;
-  c.rbuf = buf;
-  c.count = count;
-  c.type = type;
-  c.root = root;
-  return take(c, comm);
+  return take({.collective = Collective::bcast, .rbuf = buf, .count = count, .type = type, .root = root}, comm);
 }
 
 std::optional<int> reduce(const void* sbuf, void* rbuf, int count, MPI_Datatype type, MPI_Op op, int root,
                           MPI_Comm comm) {
-  Call c;
-  c.collective = Collective::reduce;
-  c.sbuf = sbuf;
-  c.rbuf = rbuf;
-  c.count = count;
-  c.type = type;
-  c.op = op;
-  c.root = root;
-  return take(c, comm);
+  return take({.collective = Collective::reduce, .sbuf = sbuf, .rbuf = rbuf, .count = count, .type = type, .op = op,
+               .root = root},
+              comm);
 }
 
 std::optional<int> allgather(const void* sbuf, int scount, MPI_Datatype stype, void* rbuf, int rcount,
                              MPI_Datatype rtype, MPI_Comm comm) {
-  Call c;
-  c.collective = Collective::allgather;
-  c.sbuf = sbuf;
-  c.scount = scount;
-  c.stype = stype;
-  c.rbuf = rbuf;
-  c.count = rcount;
-  c.type = rtype;
-  return take(c, comm);
+  return take({.collective = Collective::allgather, .sbuf = sbuf, .rbuf = rbuf, .count = rcount, .type = rtype,
+               .scount = scount, .stype = stype},
+              comm);
 }
 
 std::optional<int> reduce_scatter(const void* sbuf, void* rbuf, const int rcounts[], MPI_Datatype type, MPI_Op op,
                                   MPI_Comm comm) {
-  Call c;
-  c.collective = Collective::reduce_scatter;
-  c.sbuf = sbuf;
-  c.rbuf = rbuf;
-  c.rcounts = rcounts;
-  c.type = type;
-  c.op = op;
-  return take(c, comm);
+  return take({.collective = Collective::reduce_scatter, .sbuf = sbuf, .rbuf = rbuf, .type = type, .rcounts = rcounts,
+               .op = op},
+              comm);
 }
 
 std::optional<int> reduce_scatter_block(const void* sbuf, void* rbuf, int rcount, MPI_Datatype type, MPI_Op op,
                                         MPI_Comm comm) {
-  Call c;
-  c.collective = Collective::reduce_scatter_block;
-  c.sbuf = sbuf;
-  c.rbuf = rbuf;
-  c.count = rcount;
-  c.type = type;
-  c.op = op;
-  return take(c, comm);
+  return take({.collective = Collective::reduce_scatter_block, .sbuf = sbuf, .rbuf = rbuf, .count = rcount,
+               .type = type, .op = op},
+              comm);
 }
 
 std::optional<int> alltoall(const void* sbuf, int scount, MPI_Datatype stype, void* rbuf, int rcount,
                             MPI_Datatype rtype, MPI_Comm comm) {
-  Call c;
-  c.collective = Collective::alltoall;
-  c.sbuf = sbuf;
-  c.scount = scount;
-  c.stype = stype;
-  c.rbuf = rbuf;
-  c.count = rcount;
-  c.type = rtype;
-  return take(c, comm);
+  return take({.collective = Collective::alltoall, .sbuf = sbuf, .rbuf = rbuf, .count = rcount, .type = rtype,
+               .scount = scount, .stype = stype},
+              comm);
 }
 
 std::vector<AlgorithmCount> collectives_counts() {
