@@ -2,8 +2,14 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <string>
+#include <type_traits>
 #include <vector>
+
+#include "support/config.h"
 
 #if defined(__SSE2__)
 #include <emmintrin.h>
@@ -39,9 +45,57 @@ inline void move_bytes(char* user, char*& io, int64_t n) {
   io += n;
 }
 
+#if defined(__SSE2__)
+// Small blocks (1-8 bytes) of one strided run, packed into an output too big
+// for the caches: 16/B blocks are gathered into one 16-byte register and
+// written with a streaming store, which neither reads the destination line
+// first nor evicts the source. Blocks before the output is 16-byte aligned,
+// and the last few, go one at a time. Returns the new output position.
+template <int64_t B>
+char* gather_run_stream(const char* p, int64_t stride, int64_t n, char* out) {
+  static_assert(B == 1 || B == 2 || B == 4 || B == 8);
+  constexpr int64_t per = 16 / B;
+  auto one = [&] {
+    std::memcpy(out, p, B);
+    out += B;
+    p += stride;
+    --n;
+  };
+  // out % B == 0 reaches 16-byte alignment within per - 1 blocks; else never.
+  const bool alignable = reinterpret_cast<uintptr_t>(out) % B == 0;
+  while (n > 0 && alignable && reinterpret_cast<uintptr_t>(out) % 16 != 0) one();
+  if (alignable) {
+    for (; n >= per; n -= per) {
+      __m128i v;
+      if constexpr (B == 8) {
+        v = _mm_unpacklo_epi64(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)),
+                               _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + stride)));
+      } else {
+        uint64_t half[2] = {0, 0};
+        for (int h = 0; h < 2; ++h) {
+          for (int64_t k = 0; k < per / 2; ++k) {
+            using Word = std::conditional_t<B == 1, uint8_t, std::conditional_t<B == 2, uint16_t, uint32_t>>;
+            Word w;
+            std::memcpy(&w, p + (h * (per / 2) + k) * stride, B);
+            half[h] |= static_cast<uint64_t>(w) << (8 * B * k);
+          }
+        }
+        v = _mm_set_epi64x(static_cast<long long>(half[1]), static_cast<long long>(half[0]));
+      }
+      _mm_stream_si128(reinterpret_cast<__m128i*>(out), v);
+      out += 16;
+      p += per * stride;
+    }
+  }
+  while (n > 0) one();
+  return out;
+}
+#endif
+
 // Copies blocks [b0, b0 + nb) of a leaf; B is the block size when known at
 // compile time (0: use v.block). Fixed sizes compile to plain loads/stores.
-template <int64_t B, bool Pack>
+// Stream (packing only, B of 1-8, no irregular level): streaming stores.
+template <int64_t B, bool Pack, bool Stream = false>
 void leaf_blocks(const LeafView& v, char* base, int64_t b0, int64_t nb, char*& io) {
   const int64_t bs = B ? B : v.block;
   const bool irregular = v.offsets != nullptr;
@@ -83,7 +137,13 @@ void leaf_blocks(const LeafView& v, char* base, int64_t b0, int64_t nb, char*& i
     } else {
       char* p = row + j * inner_stride;
       int64_t t = 0;
-      if constexpr (B > 0 && B <= 16) {
+#if defined(__SSE2__)
+      if constexpr (Stream) {
+        out = gather_run_stream<B>(p, inner_stride, run, out);
+        t = run;
+      }
+#endif
+      if constexpr (B > 0 && B <= 16 && !Stream) {
         // Small blocks: four per iteration keeps more loads in flight.
         for (; t + 4 <= run; t += 4) {
           if constexpr (Pack) {
@@ -117,20 +177,57 @@ void leaf_blocks(const LeafView& v, char* base, int64_t b0, int64_t nb, char*& i
       idx[k] = 0;
     }
   }
+#if defined(__SSE2__)
+  if constexpr (Stream) _mm_sfence();
+#endif
   io = out;
 }
 
 char* leaf_block_address(const LeafView& v, char* base, int64_t b);
 
 #if defined(__SSE2__)
-// Packing many large blocks into an output bigger than the caches: streaming
-// (non-temporal) stores skip reading the destination lines first, which is
-// most of the gap to memcpy (glibc's memcpy does the same for large copies).
-constexpr int64_t kStreamMinBytes = int64_t{2} << 20;
+// Packing into an output that, with the source lines read, does not fit in
+// the last-level cache: streaming (non-temporal) stores neither read the
+// destination lines first nor evict the source, which is most of the gap to
+// memcpy (glibc's memcpy switches the same way, at 3/4 of the cache). Below
+// that, ordinary stores win: the packed bytes stay in cache for the send
+// that follows, and the next pack finds its output lines already there.
+
+// Bytes of the last-level cache (sysfs; the CPUID figure is wrong in VMs).
+int64_t last_level_cache_bytes() {
+  static const int64_t bytes = [] {
+    for (int index = 4; index >= 0; --index) {
+      const std::string path = "/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(index) + "/size";
+      if (FILE* f = std::fopen(path.c_str(), "r")) {
+        long long n = 0;
+        char unit = 0;
+        const int got = std::fscanf(f, "%lld%c", &n, &unit);
+        std::fclose(f);
+        if (got >= 1 && n > 0) return static_cast<int64_t>(n) << (unit == 'K' ? 10 : unit == 'M' ? 20 : 0);
+      }
+    }
+    return int64_t{32} << 20;
+  }();
+  return bytes;
+}
+
+bool streaming_pays(const LeafView& v, int64_t nb) {
+  const int64_t threshold = config().pack_stream_min >= 0 ? config().pack_stream_min : last_level_cache_bytes() / 4 * 3;
+  // Source lines touched: the whole span when the gaps are under a line, else
+  // whole lines per block.
+  const int64_t line = 64;
+  const int64_t stride = v.offsets == nullptr && v.nd > 0 ? std::abs(v.dims[v.nd - 1].stride) : 0;
+  const int64_t per_block = stride > 0 && stride - v.block < line ? stride : (v.block + line - 1) / line * line;
+  return nb * (v.block + per_block) >= threshold;
+}
 
 bool stream_worthwhile(const LeafView& v, int64_t nb, const char* out) {
-  return v.block >= 64 && v.block % 16 == 0 && nb * v.block >= kStreamMinBytes &&
-         reinterpret_cast<uintptr_t>(out) % 16 == 0;
+  return v.block >= 16 && v.block % 16 == 0 && reinterpret_cast<uintptr_t>(out) % 16 == 0 && streaming_pays(v, nb);
+}
+
+// Small blocks: gathered into 16-byte streaming stores (gather_run_stream).
+bool small_stream_worthwhile(const LeafView& v, int64_t nb) {
+  return v.block <= 8 && (v.block & (v.block - 1)) == 0 && v.offsets == nullptr && v.nd > 0 && streaming_pays(v, nb);
 }
 
 void leaf_blocks_stream(const LeafView& v, char* base, int64_t b0, int64_t nb, char*& io) {
@@ -149,7 +246,8 @@ void leaf_blocks_stream(const LeafView& v, char* base, int64_t b0, int64_t nb, c
     for (int64_t t = 0; t < run; ++t) {
       const char* src = irregular ? leaf_block_address(v, base, b + t) : first + t * stride;
       for (int64_t k = 0; k < v.block; k += 16)
-        _mm_stream_si128(reinterpret_cast<__m128i*>(io + k), _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + k)));
+        _mm_stream_si128(reinterpret_cast<__m128i*>(io + k),
+                         _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + k)));
       io += v.block;
     }
     done += run;
@@ -163,6 +261,15 @@ void leaf_blocks_dispatch(const LeafView& v, char* base, int64_t b0, int64_t nb,
 #if defined(__SSE2__)
   if constexpr (Pack) {
     if (stream_worthwhile(v, nb, io)) return leaf_blocks_stream(v, base, b0, nb, io);
+    if (small_stream_worthwhile(v, nb)) {
+      switch (v.block) {
+        case 1: return leaf_blocks<1, true, true>(v, base, b0, nb, io);
+        case 2: return leaf_blocks<2, true, true>(v, base, b0, nb, io);
+        case 4: return leaf_blocks<4, true, true>(v, base, b0, nb, io);
+        case 8: return leaf_blocks<8, true, true>(v, base, b0, nb, io);
+        default: break;
+      }
+    }
   }
 #endif
   switch (v.block) {
@@ -177,7 +284,6 @@ void leaf_blocks_dispatch(const LeafView& v, char* base, int64_t b0, int64_t nb,
     case 40: return leaf_blocks<40, Pack>(v, base, b0, nb, io);
     case 48: return leaf_blocks<48, Pack>(v, base, b0, nb, io);
     case 64: return leaf_blocks<64, Pack>(v, base, b0, nb, io);
-    case 128: return leaf_blocks<128, Pack>(v, base, b0, nb, io);
     default: return leaf_blocks<0, Pack>(v, base, b0, nb, io);
   }
 }
@@ -219,8 +325,12 @@ void leaf_range(const LeafView& v, char* base, int64_t skip, int64_t len, char*&
 }
 
 LeafView view_of(const Node& n) {
-  return {n.offset, n.dims.data(), static_cast<int>(n.dims.size()), n.block,
-          n.offsets.empty() ? nullptr : n.offsets.data(), static_cast<int64_t>(n.offsets.size())};
+  return {n.offset,
+          n.dims.data(),
+          static_cast<int>(n.dims.size()),
+          n.block,
+          n.offsets.empty() ? nullptr : n.offsets.data(),
+          static_cast<int64_t>(n.offsets.size())};
 }
 
 template <bool Pack>
@@ -253,7 +363,8 @@ void sequence_range(const Node& n, char* base, int64_t skip, int64_t len, char*&
       }
       const int64_t take = std::min(cb - within, len);
       if (c.block > 0 && c.dims.empty() && c.offsets.empty()) {
-        move_bytes<Pack>(at(pos, c.offset + within), io, take);  // a plain block: no dispatch
+        move_bytes<Pack>(at(pos, c.offset + within), io,
+                         take);  // a plain block: no dispatch
       } else {
         node_range<Pack>(c, pos, within, take, io);
       }
@@ -308,7 +419,11 @@ int64_t transfer(const Layout& l, int64_t count, char* buf, int64_t skip, int64_
       if (count > 1) dims[nd++] = {count, l.extent};
       for (const Dim& d : root.dims) dims[nd++] = d;
     }
-    LeafView v{root.offset, dims, nd, block, irregular ? root.offsets.data() : nullptr,
+    LeafView v{root.offset,
+               dims,
+               nd,
+               block,
+               irregular ? root.offsets.data() : nullptr,
                static_cast<int64_t>(root.offsets.size())};
     leaf_range<Pack>(v, buf, skip, len, cursor);
     return len;

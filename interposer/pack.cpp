@@ -11,7 +11,9 @@
 using namespace veneer;
 
 namespace {
-std::shared_ptr<const datatypes::Layout> pack_layout(int count, MPI_Datatype type, int size, const int* position,
+// A borrowed pointer (datatypes::peek): valid for this call, which looks up no
+// other type, and free of reference counting on this hot path.
+const datatypes::Layout* pack_layout(int count, MPI_Datatype type, int size, const int* position,
                                                      MPI_Comm comm) {
   const Config& c = config();
   if (!c.enabled || !c.datatypes || !c.pack || count < 0 || size < 0 || !position || *position < 0 ||
@@ -19,16 +21,19 @@ std::shared_ptr<const datatypes::Layout> pack_layout(int count, MPI_Datatype typ
     return nullptr;
   // Zero bytes (count 0 or a zero-size type) are a valid no-op that Veneer
   // answers itself: MPICH 4.0's own MPI_Unpack divides by zero on them.
-  auto layout = datatypes::lookup(type);
+  const datatypes::Layout* layout = datatypes::peek(type);
   if (!layout || layout->size < 0) return nullptr;
   if (int64_t{*position} + layout->size * count > int64_t{size}) return nullptr;
+  // One contiguous run is one memcpy in the library too, with less overhead
+  // than Veneer's lookup: pass it through (zero bytes stay with Veneer).
+  if (layout->size * count > 0 && (layout->contiguous || (count == 1 && layout->block_count == 1))) return nullptr;
   return layout;
 }
 }  // namespace
 
 extern "C" int MPI_Pack(const void* inbuf, int incount, MPI_Datatype type, void* outbuf, int outsize,
                         int* position, MPI_Comm comm) {
-  auto layout = outbuf ? pack_layout(incount, type, outsize, position, comm) : nullptr;
+  const datatypes::Layout* layout = outbuf ? pack_layout(incount, type, outsize, position, comm) : nullptr;
   if (layout && !cpu_accessible(outbuf, offset_ptr(inbuf, layout->true_lb))) layout = nullptr;
   if (!layout) {
     counters().add(Counter::pack_passed);
@@ -44,7 +49,7 @@ extern "C" int MPI_Pack(const void* inbuf, int incount, MPI_Datatype type, void*
 
 extern "C" int MPI_Unpack(const void* inbuf, int insize, int* position, void* outbuf, int outcount,
                           MPI_Datatype type, MPI_Comm comm) {
-  auto layout = inbuf ? pack_layout(outcount, type, insize, position, comm) : nullptr;
+  const datatypes::Layout* layout = inbuf ? pack_layout(outcount, type, insize, position, comm) : nullptr;
   if (layout && !cpu_accessible(inbuf, offset_ptr(outbuf, layout->true_lb))) layout = nullptr;
   if (!layout) {
     counters().add(Counter::unpack_passed);

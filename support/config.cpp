@@ -81,6 +81,7 @@ Config parse_config(const char* (*env)(const char*)) {
   c.alltoall_max_block = size_or(env("VENEER_ALLTOALL_MAX_BLOCK"), c.alltoall_max_block);
   c.type_cache_limit = size_or(env("VENEER_TYPE_CACHE"), c.type_cache_limit);
   c.staging_pool = size_or(env("VENEER_STAGING_POOL"), c.staging_pool);
+  c.pack_stream_min = size_or(env("VENEER_PACK_STREAM_MIN"), c.pack_stream_min);
   return c;
 }
 

@@ -34,6 +34,10 @@ struct Config {
   int64_t alltoall_max_block = VENEER_DEFAULT_P2P_MAX_BLOCK;
   // Bytes of freed staging buffers kept for reuse (VENEER_STAGING_POOL).
   int64_t staging_pool = int64_t{64} << 20;
+  // Packing uses streaming (non-temporal) stores when the bytes it touches,
+  // source lines plus output, reach this many (VENEER_PACK_STREAM_MIN);
+  // -1: three quarters of the last-level cache, as glibc's memcpy does.
+  int64_t pack_stream_min = -1;
   // Most layouts kept in the per-type cache (VENEER_TYPE_CACHE); freed types leave it at once.
   int64_t type_cache_limit = 100000;
 };

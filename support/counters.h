@@ -1,9 +1,13 @@
 #pragma once
-// Counters for the end-of-run report. Relaxed atomics: cheap, never exact-ordered.
+// Counters for the end-of-run report. Relaxed atomics, touched only while the
+// report is on (VENEER_REPORT): otherwise every call would pay for shared
+// atomic increments that nobody reads.
 #include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+
+#include "support/config.h"
 
 namespace veneer {
 
@@ -27,6 +31,7 @@ inline constexpr const char* counter_name(Counter c) {
 struct Counters {
   std::array<std::atomic<uint64_t>, static_cast<int>(Counter::count_)> values{};
   void add(Counter c, uint64_t n = 1) {
+    if (config().report == 0) return;
     values[static_cast<int>(c)].fetch_add(n, std::memory_order_relaxed);
   }
   uint64_t get(Counter c) const { return values[static_cast<int>(c)].load(std::memory_order_relaxed); }

@@ -1,5 +1,7 @@
 // The host packers and the simplifier against a naive reference that expands
 // a layout into its list of bytes (no MPI involved).
+#include "datatypes/pack.h"
+
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -7,7 +9,7 @@
 #include <vector>
 
 #include "datatypes/layout.h"
-#include "datatypes/pack.h"
+#include "support/config.h"
 
 using veneer::datatypes::Dim;
 using veneer::datatypes::Layout;
@@ -51,8 +53,8 @@ Node random_node(std::mt19937_64& rng, int depth) {
   n.offset = std::uniform_int_distribution<int64_t>(-64, 64)(rng);
   const int nd = std::uniform_int_distribution<int>(0, 2)(rng);
   for (int k = 0; k < nd; ++k) {
-    n.dims.push_back({std::uniform_int_distribution<int64_t>(0, 4)(rng),
-                      std::uniform_int_distribution<int64_t>(-300, 300)(rng)});
+    n.dims.push_back(
+        {std::uniform_int_distribution<int64_t>(0, 4)(rng), std::uniform_int_distribution<int64_t>(-300, 300)(rng)});
   }
   if (depth >= 3 || pick(rng) < 5) {
     static const int64_t blocks[] = {1, 2, 3, 4, 8, 12, 16, 24, 40, 64, 100};
@@ -118,9 +120,13 @@ TEST(Simplify, MergesVectorsIntoBlocks) {
   EXPECT_EQ(top.block, 24 * 8);
 }
 
-TEST(Pack, PartialRangesMatchReference) {
-  std::mt19937_64 rng(777);
-  for (int iter = 0; iter < 2000; ++iter) {
+namespace {
+
+// Random layouts, packed whole and in fragments (outputs at every alignment)
+// and unpacked, against the expanded reference.
+void check_random_layouts(uint64_t seed, int iterations) {
+  std::mt19937_64 rng(seed);
+  for (int iter = 0; iter < iterations; ++iter) {
     Layout l;
     l.root = random_node(rng, 0);
     veneer::datatypes::simplify(l.root);
@@ -170,40 +176,64 @@ TEST(Pack, PartialRangesMatchReference) {
   }
 }
 
+// Sets VENEER_PACK_STREAM_MIN's setting for one scope.
+struct StreamThreshold {
+  explicit StreamThreshold(int64_t bytes) : saved(veneer::g_config.pack_stream_min) {
+    veneer::g_config.pack_stream_min = bytes;
+  }
+  ~StreamThreshold() { veneer::g_config.pack_stream_min = saved; }
+  int64_t saved;
+};
+
+}  // namespace
+
+TEST(Pack, PartialRangesMatchReference) { check_random_layouts(777, 2000); }
+
+TEST(Pack, StreamingStoresMatchReference) {
+  // Streaming everywhere: small blocks gathered into 16-byte stores and
+  // 16-byte-multiple blocks streamed, at every output alignment and fragment.
+  StreamThreshold always(0);
+  check_random_layouts(778, 2000);
+}
+
 TEST(Pack, LargeBlocksIntoLargeOutputs) {
-  // Outputs over 2 MiB with 16-byte-multiple blocks take the streaming-store
-  // path: 2-D strided, irregular offsets, and a partial window into both.
-  for (int64_t block : {int64_t{64}, int64_t{256}, int64_t{1040}}) {
-    for (bool irregular : {false, true}) {
-      Layout l;
-      const int64_t rows = 40, cols = (int64_t{3} << 20) / (rows * block) + 1;
-      l.root.block = block;
-      if (irregular) {
-        for (int64_t c = 0; c < cols; ++c) l.root.offsets.push_back(((c * 7919) % cols) * block * 2);
-        l.root.dims = {{rows, cols * block * 2 + 48}};
-      } else {
-        l.root.dims = {{rows, cols * block * 2 + 48}, {cols, block * 2}};
+  // Outputs of 3 MiB, with the default threshold and with streaming stores
+  // forced: 2-D strided, irregular offsets, and a partial window into both.
+  for (int64_t threshold : {int64_t{-1}, int64_t{0}}) {
+    StreamThreshold set(threshold);
+    for (int64_t block : {int64_t{4}, int64_t{8}, int64_t{64}, int64_t{256}, int64_t{1040}}) {
+      for (bool irregular : {false, true}) {
+        Layout l;
+        const int64_t rows = 40, cols = (int64_t{3} << 20) / (rows * block) + 1;
+        l.root.block = block;
+        if (irregular) {
+          for (int64_t c = 0; c < cols; ++c) l.root.offsets.push_back(((c * 7919) % cols) * block * 2);
+          l.root.dims = {{rows, cols * block * 2 + 48}};
+        } else {
+          l.root.dims = {{rows, cols * block * 2 + 48}, {cols, block * 2}};
+        }
+        veneer::datatypes::simplify(l.root);
+        std::vector<int64_t> offs;
+        expand(l.root, 0, offs);
+        l.size = static_cast<int64_t>(offs.size());
+        l.extent = rows * (cols * block * 2 + 48);
+        l.true_extent = l.extent;
+        veneer::datatypes::finish(l);
+        std::vector<unsigned char> mem(static_cast<size_t>(l.extent));
+        for (size_t i = 0; i < mem.size(); ++i) mem[i] = static_cast<unsigned char>(i * 2654435761u >> 13);
+        std::vector<unsigned char> expect;
+        expect.reserve(offs.size());
+        for (int64_t o : offs) expect.push_back(mem[static_cast<size_t>(o)]);
+        // 16-byte aligned output (new[] of a large buffer is), whole and a
+        // 16-aligned window.
+        std::vector<unsigned char> got(expect.size());
+        ASSERT_EQ(veneer::datatypes::pack_all(l, 1, mem.data(), got.data()), l.size);
+        ASSERT_EQ(got, expect) << "block " << block << (irregular ? " irregular" : "");
+        const int64_t skip = block * 3, len = l.size - block * 5;
+        std::vector<unsigned char> part(static_cast<size_t>(len));
+        ASSERT_EQ(veneer::datatypes::pack(l, 1, mem.data(), skip, len, part.data()), len);
+        ASSERT_TRUE(std::equal(part.begin(), part.end(), expect.begin() + skip)) << "window, block " << block;
       }
-      veneer::datatypes::simplify(l.root);
-      std::vector<int64_t> offs;
-      expand(l.root, 0, offs);
-      l.size = static_cast<int64_t>(offs.size());
-      l.extent = rows * (cols * block * 2 + 48);
-      l.true_extent = l.extent;
-      veneer::datatypes::finish(l);
-      std::vector<unsigned char> mem(static_cast<size_t>(l.extent));
-      for (size_t i = 0; i < mem.size(); ++i) mem[i] = static_cast<unsigned char>(i * 2654435761u >> 13);
-      std::vector<unsigned char> expect;
-      expect.reserve(offs.size());
-      for (int64_t o : offs) expect.push_back(mem[static_cast<size_t>(o)]);
-      // 16-byte aligned output (new[] of a large buffer is), whole and a 16-aligned window.
-      std::vector<unsigned char> got(expect.size());
-      ASSERT_EQ(veneer::datatypes::pack_all(l, 1, mem.data(), got.data()), l.size);
-      ASSERT_EQ(got, expect) << "block " << block << (irregular ? " irregular" : "");
-      const int64_t skip = block * 3, len = l.size - block * 5;
-      std::vector<unsigned char> part(static_cast<size_t>(len));
-      ASSERT_EQ(veneer::datatypes::pack(l, 1, mem.data(), skip, len, part.data()), len);
-      ASSERT_TRUE(std::equal(part.begin(), part.end(), expect.begin() + skip)) << "window, block " << block;
     }
   }
 }
