@@ -29,12 +29,14 @@ TEST(Config, DefaultsAndSwitches) {
   EXPECT_TRUE(c.enabled);
   EXPECT_TRUE(c.datatypes);
   EXPECT_EQ(c.report, 0);
+  EXPECT_EQ(c.pack_stream_min, -1);  // -1: from the last-level cache
   g_env = {{"VENEER_DISABLE", "1"}, {"VENEER_DATATYPES", "0"}, {"VENEER_REPORT", "1"},
-           {"VENEER_LOG", "debug"}, {"VENEER_P2P_MAX_BLOCK", "4k"}};
+           {"VENEER_LOG", "debug"}, {"VENEER_P2P_MAX_BLOCK", "4k"}, {"VENEER_PACK_STREAM_MIN", "16M"}};
   c = veneer::parse_config(fake_env);
   EXPECT_FALSE(c.enabled);
   EXPECT_FALSE(c.datatypes);
   EXPECT_EQ(c.report, 1);
   EXPECT_EQ(c.log_level, veneer::LogLevel::debug);
   EXPECT_EQ(c.p2p_max_block, 4096);
+  EXPECT_EQ(c.pack_stream_min, int64_t{16} << 20);
 }

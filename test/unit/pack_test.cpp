@@ -4,6 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <cstring>
 #include <random>
 #include <vector>
@@ -236,4 +239,42 @@ TEST(Pack, LargeBlocksIntoLargeOutputs) {
       }
     }
   }
+}
+
+TEST(Pack, EveryOtherElementNeverReadsPastTheLastBlock) {
+  // Blocks of 1-8 bytes at a stride of twice their size take a SIMD path that
+  // reads the gap after a group of blocks. The source ends exactly at a page
+  // that cannot be read: a read past the last block would crash the test.
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  const size_t pages = 64;
+  auto* region = static_cast<unsigned char*>(
+      mmap(nullptr, (pages + 1) * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+  ASSERT_NE(region, MAP_FAILED);
+  ASSERT_EQ(mprotect(region + pages * page, page, PROT_NONE), 0);
+  for (size_t i = 0; i < pages * page; ++i) region[i] = static_cast<unsigned char>(i * 37 + 11);
+  for (int64_t threshold : {int64_t{-1}, int64_t{0}}) {
+    StreamThreshold set(threshold);
+    for (int64_t block : {int64_t{1}, int64_t{2}, int64_t{4}, int64_t{8}}) {
+      for (int64_t n : {int64_t{1}, int64_t{2}, int64_t{15}, int64_t{16}, int64_t{17}, int64_t{33}, int64_t{1000}}) {
+        Layout l;
+        l.root.block = block;
+        l.root.dims = {{n, 2 * block}};
+        veneer::datatypes::simplify(l.root);
+        l.size = n * block;
+        l.extent = (n - 1) * 2 * block + block;  // the last block ends the extent
+        l.true_extent = l.extent;
+        veneer::datatypes::finish(l);
+        const unsigned char* src = region + pages * page - l.extent;
+        std::vector<unsigned char> expect;
+        for (int64_t b = 0; b < n; ++b) expect.insert(expect.end(), src + 2 * b * block, src + 2 * b * block + block);
+        for (int64_t shift : {int64_t{0}, int64_t{1}, int64_t{4}, int64_t{8}}) {
+          std::vector<unsigned char> out(static_cast<size_t>(l.size + 32), 0);
+          ASSERT_EQ(veneer::datatypes::pack_all(l, 1, src, out.data() + shift), l.size);
+          ASSERT_TRUE(std::equal(expect.begin(), expect.end(), out.begin() + shift))
+              << "block " << block << " count " << n << " output offset " << shift;
+        }
+      }
+    }
+  }
+  munmap(region, (pages + 1) * page);
 }
