@@ -159,7 +159,18 @@ void leaf_blocks(const LeafView& v, char* base, int64_t b0, int64_t nb, char*& i
     const int64_t run = std::min(inner_count - j, nb);
     if (irregular) {
       const int64_t* off = v.offsets + j;
-      for (int64_t t = 0; t < run; ++t) {
+      int64_t t = 0;
+      if constexpr (B > 0 && B <= 16) {
+        // Small gathered blocks: four per iteration, as for strided ones.
+        for (; t + 4 <= run; t += 4) {
+          for (int u = 0; u < 4; ++u) {
+            if constexpr (Pack) std::memcpy(out + u * B, row + off[t + u], B);
+            else std::memcpy(row + off[t + u], out + u * B, B);
+          }
+          out += 4 * B;
+        }
+      }
+      for (; t < run; ++t) {
         char* p = row + off[t];
         if constexpr (Pack) std::memcpy(out, p, static_cast<size_t>(bs));
         else std::memcpy(p, out, static_cast<size_t>(bs));

@@ -13,8 +13,8 @@ using namespace veneer;
 namespace {
 // A borrowed pointer (datatypes::peek): valid for this call, which looks up no
 // other type, and free of reference counting on this hot path.
-const datatypes::Layout* pack_layout(int count, MPI_Datatype type, int size, const int* position,
-                                                     MPI_Comm comm) {
+const datatypes::Layout* pack_layout(const void* user_buf, int count, MPI_Datatype type, int size,
+                                     const int* position, MPI_Comm comm) {
   const Config& c = config();
   if (!c.enabled || !c.datatypes || !c.pack || count < 0 || size < 0 || !position || *position < 0 ||
       comm == MPI_COMM_NULL)
@@ -25,15 +25,18 @@ const datatypes::Layout* pack_layout(int count, MPI_Datatype type, int size, con
   if (!layout || layout->size < 0) return nullptr;
   if (int64_t{*position} + layout->size * count > int64_t{size}) return nullptr;
   // One contiguous run is one memcpy in the library too, with less overhead
-  // than Veneer's lookup: pass it through (zero bytes stay with Veneer).
-  if (layout->size * count > 0 && (layout->contiguous || (count == 1 && layout->block_count == 1))) return nullptr;
+  // than Veneer's lookup: pass it through. Zero bytes stay with Veneer, and so
+  // does MPI_BOTTOM, which MPICH 4.0's MPI_Pack/Unpack refuse.
+  if (layout->size * count > 0 && user_buf != MPI_BOTTOM &&
+      (layout->contiguous || (count == 1 && layout->block_count == 1)))
+    return nullptr;
   return layout;
 }
 }  // namespace
 
 extern "C" int MPI_Pack(const void* inbuf, int incount, MPI_Datatype type, void* outbuf, int outsize,
                         int* position, MPI_Comm comm) {
-  const datatypes::Layout* layout = outbuf ? pack_layout(incount, type, outsize, position, comm) : nullptr;
+  const datatypes::Layout* layout = outbuf ? pack_layout(inbuf, incount, type, outsize, position, comm) : nullptr;
   if (layout && !cpu_accessible(outbuf, offset_ptr(inbuf, layout->true_lb))) layout = nullptr;
   if (!layout) {
     counters().add(Counter::pack_passed);
@@ -49,7 +52,7 @@ extern "C" int MPI_Pack(const void* inbuf, int incount, MPI_Datatype type, void*
 
 extern "C" int MPI_Unpack(const void* inbuf, int insize, int* position, void* outbuf, int outcount,
                           MPI_Datatype type, MPI_Comm comm) {
-  const datatypes::Layout* layout = inbuf ? pack_layout(outcount, type, insize, position, comm) : nullptr;
+  const datatypes::Layout* layout = inbuf ? pack_layout(outbuf, outcount, type, insize, position, comm) : nullptr;
   if (layout && !cpu_accessible(inbuf, offset_ptr(outbuf, layout->true_lb))) layout = nullptr;
   if (!layout) {
     counters().add(Counter::unpack_passed);
