@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "datatypes/pack.h"
+#include "interposer/device.h"
 #include "interposer/forward.h"
 #include "interposer/switchboard.h"
 #include "support/counters.h"
@@ -69,6 +70,23 @@ struct Side {
   int64_t total = 0;
 };
 
+// Byte counts and displacements of a side whose blocks are counts[i] of
+// `size`-byte instances, packed one after another; false if any would not fit an int.
+bool byte_plan(Side& s, int n, const int* counts, int64_t size) {
+  s.counts.resize(static_cast<size_t>(n));
+  s.displs.resize(static_cast<size_t>(n));
+  int64_t off = 0;
+  for (int i = 0; i < n; ++i) {
+    const int64_t bytes = size * int64_t{counts[i]};
+    if (counts[i] < 0 || bytes > INT_MAX || off > INT_MAX) return false;
+    s.counts[static_cast<size_t>(i)] = static_cast<int>(bytes);
+    s.displs[static_cast<size_t>(i)] = static_cast<int>(off);
+    off += bytes;
+  }
+  s.total = off;
+  return off <= INT_MAX;
+}
+
 // Plans a side whose blocks are (count[i] of layout[i] at base + disp[i]);
 // false if a byte count or displacement would not fit an int.
 bool plan_side(Side& s, int n, const int* counts, const std::vector<const Layout*>& layouts) {
@@ -112,6 +130,56 @@ template <class Disp>
 using WFn = int (*)(const void*, const int*, const Disp*, const MPI_Datatype*, void*, const int*, const Disp*,
                     const MPI_Datatype*, MPI_Comm);
 
+// Alltoallv with a device buffer on either side. Device sides are packed
+// block by block on the GPU into one pinned (CUDA-aware library: device)
+// buffer and unpacked likewise; a host side is handed over as it is. Returns
+// false (the caller passes through) if Veneer cannot carry it.
+bool device_alltoallv(VFn fn, bool neighborhood, const void* sendbuf, const int* sendcounts, const int* sdispls,
+                      MPI_Datatype sendtype, void* recvbuf, const int* recvcounts, const int* rdispls,
+                      MPI_Datatype recvtype, MPI_Comm comm, int* rc) {
+  int ns = 0, nr = 0;
+  if (!config().device || !peer_counts(comm, neighborhood, ns, nr)) return false;
+  const bool sdev = device::is_device(sendbuf), rdev = device::is_device(recvbuf);
+  device::Carried sc, rc_side;
+  if (sdev && !(sc = device::classify(sendbuf, 1, sendtype, true))) return false;
+  if (rdev && !(rc_side = device::classify(recvbuf, 1, recvtype, true))) return false;
+  if (!sc && !rc_side) return false;
+  const bool on_device = device::library_cuda_aware();
+  const auto kind = on_device ? kernels::PooledBuffer::Kind::device : kernels::PooledBuffer::Kind::pinned;
+  Side s, r;
+  kernels::PooledBuffer sstage, rstage;
+  if (sc) {
+    if (!byte_plan(s, ns, sendcounts, sc.layout->size)) return false;
+    sstage = kernels::PooledBuffer(*sc.rt, kind, static_cast<size_t>(s.total));
+    if (!sstage.get()) return false;
+    for (int i = 0; i < ns; ++i) {
+      const auto k = static_cast<size_t>(i);
+      if (!device::pack_into(sc, sendcounts[i], offset_ptr(sendbuf, int64_t{sdispls[i]} * sc.layout->extent),
+                             sstage.get() + s.displs[k], on_device))
+        return false;
+    }
+  }
+  if (rc_side) {
+    if (!byte_plan(r, nr, recvcounts, rc_side.layout->size)) return false;
+    rstage = kernels::PooledBuffer(*rc_side.rt, kind, static_cast<size_t>(r.total));
+    if (!rstage.get()) return false;
+  }
+  *rc = fn(sc ? sstage.get() : sendbuf, sc ? s.counts.data() : sendcounts, sc ? s.displs.data() : sdispls,
+           sc ? MPI_BYTE : sendtype, rc_side ? rstage.get() : recvbuf, rc_side ? r.counts.data() : recvcounts,
+           rc_side ? r.displs.data() : rdispls, rc_side ? MPI_BYTE : recvtype, comm);
+  if (*rc == MPI_SUCCESS && rc_side) {
+    for (int i = 0; i < nr; ++i) {
+      const auto k = static_cast<size_t>(i);
+      if (!device::unpack_from(rc_side, recvcounts[i],
+                               offset_ptr(recvbuf, int64_t{rdispls[i]} * rc_side.layout->extent),
+                               rstage.get() + r.displs[k], r.counts[k], on_device))
+        *rc = MPI_ERR_INTERN;
+    }
+  }
+  counters().add(Counter::alltoall_taken);
+  return true;
+}
+
 int alltoallv_common(VFn fn, bool neighborhood, const void* sendbuf, const int* sendcounts, const int* sdispls,
                      MPI_Datatype sendtype, void* recvbuf, const int* recvcounts, const int* rdispls,
                      MPI_Datatype recvtype, MPI_Comm comm) {
@@ -120,6 +188,14 @@ int alltoallv_common(VFn fn, bool neighborhood, const void* sendbuf, const int* 
     return fn(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm);
   };
   if (!enabled() || sendbuf == MPI_IN_PLACE || !sendcounts || !recvcounts || !sdispls || !rdispls) return pass();
+  if (kernels::device_memory_possible() && (device::is_device(sendbuf) || device::is_device(recvbuf))) {
+    int rc = MPI_SUCCESS;
+    if (device_alltoallv(fn, neighborhood, sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls,
+                         recvtype, comm, &rc))
+      return rc;
+    counters().add(Counter::device_passed);
+    return pass();
+  }
   auto sl = datatypes::lookup(sendtype);
   auto rl = datatypes::lookup(recvtype);
   const bool pack_send = worth_packing(sl.get()), pack_recv = worth_packing(rl.get());
@@ -204,26 +280,27 @@ int alltoallw_common(WFn<Disp> fn, bool neighborhood, const void* sendbuf, const
 extern "C" int MPI_Alltoallv(const void* sendbuf, const int sendcounts[], const int sdispls[], MPI_Datatype sendtype,
                              void* recvbuf, const int recvcounts[], const int rdispls[], MPI_Datatype recvtype,
                              MPI_Comm comm) {
-  return alltoallv_common(next::Alltoallv, false, sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts,
-                          rdispls, recvtype, comm);
+  return alltoallv_common(next::Alltoallv, false, sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls,
+                          recvtype, comm);
 }
 
 extern "C" int MPI_Neighbor_alltoallv(const void* sendbuf, const int sendcounts[], const int sdispls[],
-                                      MPI_Datatype sendtype, void* recvbuf, const int recvcounts[],
-                                      const int rdispls[], MPI_Datatype recvtype, MPI_Comm comm) {
-  return alltoallv_common(next::Neighbor_alltoallv, true, sendbuf, sendcounts, sdispls, sendtype, recvbuf,
-                          recvcounts, rdispls, recvtype, comm);
+                                      MPI_Datatype sendtype, void* recvbuf, const int recvcounts[], const int rdispls[],
+                                      MPI_Datatype recvtype, MPI_Comm comm) {
+  return alltoallv_common(next::Neighbor_alltoallv, true, sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts,
+                          rdispls, recvtype, comm);
 }
 
 extern "C" int MPI_Alltoallw(const void* sendbuf, const int sendcounts[], const int sdispls[],
-                             const MPI_Datatype sendtypes[], void* recvbuf, const int recvcounts[],
-                             const int rdispls[], const MPI_Datatype recvtypes[], MPI_Comm comm) {
+                             const MPI_Datatype sendtypes[], void* recvbuf, const int recvcounts[], const int rdispls[],
+                             const MPI_Datatype recvtypes[], MPI_Comm comm) {
   return alltoallw_common<int>(next::Alltoallw, false, sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts,
-                          rdispls, recvtypes, comm);
+                               rdispls, recvtypes, comm);
 }
 
 extern "C" int MPI_Neighbor_alltoallw(const void* sendbuf, const int sendcounts[], const MPI_Aint sdispls[],
                                       const MPI_Datatype sendtypes[], void* recvbuf, const int recvcounts[],
                                       const MPI_Aint rdispls[], const MPI_Datatype recvtypes[], MPI_Comm comm) {
-  return alltoallw_common<MPI_Aint>(next::Neighbor_alltoallw, true, sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm);
+  return alltoallw_common<MPI_Aint>(next::Neighbor_alltoallw, true, sendbuf, sendcounts, sdispls, sendtypes, recvbuf,
+                                    recvcounts, rdispls, recvtypes, comm);
 }

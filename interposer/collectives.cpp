@@ -1,11 +1,15 @@
 // Collective entry points: each asks algorithms/ to run the call with one of
 // Veneer's algorithms; when it declines (nullopt) the call goes, unchanged, to
 // the library. VENEER_COLLECTIVES=0 (or VENEER_DISABLE=1) passes everything through.
+#include "algorithms/collectives.h"
+
 #include <mpi.h>
 
+#include <optional>
 #include <string>
 
-#include "algorithms/collectives.h"
+#include "datatypes/cache.h"
+#include "interposer/device.h"
 #include "interposer/forward.h"
 #include "interposer/switchboard.h"
 #include "support/config.h"
@@ -29,8 +33,9 @@ bool on() {
   return c.enabled && c.collectives;
 }
 
-// Device buffers (a CUDA-aware library's business) go to the library: Veneer's
-// algorithms stage through host memory with the CPU.
+// Device buffers: with a CUDA-aware library they are its business; otherwise
+// Veneer stages them through pinned host memory (below) and runs the same
+// collective on the host copies, with its own algorithms where they are chosen.
 template <class Run, class Pass>
 int route(const void* a, const void* b, Run run, Pass pass) {
   if (on() && cpu_accessible(a, b)) {
@@ -42,44 +47,183 @@ int route(const void* a, const void* b, Run run, Pass pass) {
   counters().add(Counter::coll_passed);
   return pass();
 }
+// A host copy of the part of a device buffer that a collective reads or
+// writes: `count` instances of a contiguous type. Read in at construction
+// when `input`; written back by flush().
+class Mirror {
+ public:
+  bool ok = true;
+  // Null `buf`, count 0, or host memory: no mirror, host() is `buf` itself.
+  Mirror(void* buf, int64_t count, MPI_Datatype type, bool input) : user_(buf) {
+    if (!buf || buf == MPI_IN_PLACE || count <= 0 || !device::is_device(buf)) return;
+    auto layout = datatypes::lookup(type);
+    kernels::DeviceRuntime* rt = kernels::device_runtime();
+    if (!layout || !layout->contiguous || !rt) {
+      ok = false;
+      return;
+    }
+    offset_ = layout->true_lb;
+    bytes_ = layout->size * count;
+    staging_ = kernels::PooledBuffer(*rt, kernels::PooledBuffer::Kind::pinned, static_cast<size_t>(bytes_));
+    if (!staging_.get()) {
+      ok = false;
+      return;
+    }
+    if (input) ok = device::copy_bytes(staging_.get(), offset_ptr(buf, offset_), bytes_);
+  }
+  void* host() const { return staging_.get() ? staging_.get() - offset_ : user_; }
+  bool mirrored() const { return staging_.get() != nullptr; }
+  bool flush() const { return !mirrored() || device::copy_bytes(offset_ptr(user_, offset_), staging_.get(), bytes_); }
+
+ private:
+  void* user_;
+  int64_t offset_ = 0, bytes_ = 0;
+  kernels::PooledBuffer staging_;
+};
+
+// Whether a call with these buffers needs staging: a device buffer, no
+// CUDA-aware library, device paths on.
+bool needs_staging(const void* a, const void* b) {
+  if (!on() || !config().device || !kernels::device_memory_possible()) return false;
+  const bool dev = (a && a != MPI_IN_PLACE && device::is_device(a)) || (b && b != MPI_IN_PLACE && device::is_device(b));
+  return dev && !device::library_cuda_aware();
+}
+
+// Runs `call(send_host, recv_host)` on mirrors of the device buffers and
+// writes the receive mirror back. `recv_is_input`: the receive buffer is read
+// too (in place, Bcast). Returns nullopt if a mirror could not be made (the
+// caller passes through: nothing has been sent yet).
+template <class Call>
+std::optional<int> staged(const void* sbuf, int64_t scount, MPI_Datatype stype, void* rbuf, int64_t rcount,
+                          MPI_Datatype rtype, bool recv_is_input, Call call) {
+  Mirror s(const_cast<void*>(sbuf), scount, stype, true);
+  Mirror r(rbuf, rcount, rtype, recv_is_input);
+  if (!s.ok || !r.ok || (!s.mirrored() && !r.mirrored())) return std::nullopt;
+  const void* shost = sbuf == MPI_IN_PLACE ? MPI_IN_PLACE : s.host();
+  int rc = call(shost, r.host());
+  if (rc == MPI_SUCCESS && !r.flush()) rc = MPI_ERR_INTERN;
+  counters().add(Counter::device_staged);
+  return rc;
+}
+
+int comm_size(MPI_Comm comm) {
+  int p = 0;
+  if (PMPI_Comm_size(comm, &p) != MPI_SUCCESS) return 0;
+  return p;
+}
+int comm_rank(MPI_Comm comm) {
+  int r = 0;
+  if (PMPI_Comm_rank(comm, &r) != MPI_SUCCESS) return -1;
+  return r;
+}
+bool intercomm(MPI_Comm comm) {
+  int inter = 0;
+  return comm == MPI_COMM_NULL || PMPI_Comm_test_inter(comm, &inter) != MPI_SUCCESS || inter;
+}
+
 }  // namespace
 
 extern "C" int MPI_Allreduce(const void* sbuf, void* rbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm) {
-  return route(sbuf, rbuf, [&] { return alg::allreduce(sbuf, rbuf, count, type, op, comm); },
-               [&] { return next::Allreduce(sbuf, rbuf, count, type, op, comm); });
+  if (needs_staging(sbuf, rbuf) && !intercomm(comm)) {
+    if (auto rc = staged(sbuf, count, type, rbuf, count, type, sbuf == MPI_IN_PLACE,
+                         [&](const void* s, void* r) { return MPI_Allreduce(s, r, count, type, op, comm); }))
+      return *rc;
+  }
+  return route(
+      sbuf, rbuf, [&] { return alg::allreduce(sbuf, rbuf, count, type, op, comm); },
+      [&] { return next::Allreduce(sbuf, rbuf, count, type, op, comm); });
 }
 
 extern "C" int MPI_Bcast(void* buf, int count, MPI_Datatype type, int root, MPI_Comm comm) {
-  return route(buf, buf, [&] { return alg::bcast(buf, count, type, root, comm); },
-               [&] { return next::Bcast(buf, count, type, root, comm); });
+  if (needs_staging(buf, buf) && !intercomm(comm)) {
+    const bool is_root = comm_rank(comm) == root;
+    // The root's buffer is read, everyone else's written: one mirror, read in at the root.
+    Mirror m(buf, count, type, is_root);
+    if (m.ok && m.mirrored()) {
+      int rc = MPI_Bcast(m.host(), count, type, root, comm);
+      if (rc == MPI_SUCCESS && !is_root && !m.flush()) rc = MPI_ERR_INTERN;
+      counters().add(Counter::device_staged);
+      return rc;
+    }
+  }
+  return route(
+      buf, buf, [&] { return alg::bcast(buf, count, type, root, comm); },
+      [&] { return next::Bcast(buf, count, type, root, comm); });
 }
 
 extern "C" int MPI_Reduce(const void* sbuf, void* rbuf, int count, MPI_Datatype type, MPI_Op op, int root,
                           MPI_Comm comm) {
-  return route(sbuf, rbuf, [&] { return alg::reduce(sbuf, rbuf, count, type, op, root, comm); },
-               [&] { return next::Reduce(sbuf, rbuf, count, type, op, root, comm); });
+  const bool is_root = !intercomm(comm) && comm_rank(comm) == root;
+  // The receive buffer matters at the root only (elsewhere it may be anything).
+  void* rb = is_root ? rbuf : nullptr;
+  if (needs_staging(sbuf, rb) && !intercomm(comm)) {
+    if (auto rc = staged(sbuf, count, type, rb, count, type, sbuf == MPI_IN_PLACE, [&](const void* s, void* r) {
+          return MPI_Reduce(s, is_root ? r : rbuf, count, type, op, root, comm);
+        }))
+      return *rc;
+  }
+  return route(
+      sbuf, rbuf, [&] { return alg::reduce(sbuf, rbuf, count, type, op, root, comm); },
+      [&] { return next::Reduce(sbuf, rbuf, count, type, op, root, comm); });
 }
 
 extern "C" int MPI_Allgather(const void* sbuf, int scount, MPI_Datatype stype, void* rbuf, int rcount,
                              MPI_Datatype rtype, MPI_Comm comm) {
-  return route(sbuf, rbuf, [&] { return alg::allgather(sbuf, scount, stype, rbuf, rcount, rtype, comm); },
-               [&] { return next::Allgather(sbuf, scount, stype, rbuf, rcount, rtype, comm); });
+  if (needs_staging(sbuf, rbuf) && !intercomm(comm)) {
+    if (auto rc =
+            staged(sbuf, scount, stype, rbuf, int64_t{rcount} * comm_size(comm), rtype, sbuf == MPI_IN_PLACE,
+                   [&](const void* s, void* r) { return MPI_Allgather(s, scount, stype, r, rcount, rtype, comm); }))
+      return *rc;
+  }
+  return route(
+      sbuf, rbuf, [&] { return alg::allgather(sbuf, scount, stype, rbuf, rcount, rtype, comm); },
+      [&] { return next::Allgather(sbuf, scount, stype, rbuf, rcount, rtype, comm); });
 }
 
 extern "C" int MPI_Reduce_scatter(const void* sbuf, void* rbuf, const int rcounts[], MPI_Datatype type, MPI_Op op,
                                   MPI_Comm comm) {
-  return route(sbuf, rbuf, [&] { return alg::reduce_scatter(sbuf, rbuf, rcounts, type, op, comm); },
-               [&] { return next::Reduce_scatter(sbuf, rbuf, rcounts, type, op, comm); });
+  if (rcounts && needs_staging(sbuf, rbuf) && !intercomm(comm)) {
+    const int p = comm_size(comm), me = comm_rank(comm);
+    int64_t total = 0;
+    for (int i = 0; i < p; ++i) total += rcounts[i];
+    // In place, the receive buffer holds the whole input.
+    const bool in_place = sbuf == MPI_IN_PLACE;
+    if (p > 0 && me >= 0) {
+      if (auto rc = staged(sbuf, total, type, rbuf, in_place ? total : rcounts[me], type, in_place,
+                           [&](const void* s, void* r) { return MPI_Reduce_scatter(s, r, rcounts, type, op, comm); }))
+        return *rc;
+    }
+  }
+  return route(
+      sbuf, rbuf, [&] { return alg::reduce_scatter(sbuf, rbuf, rcounts, type, op, comm); },
+      [&] { return next::Reduce_scatter(sbuf, rbuf, rcounts, type, op, comm); });
 }
 
 extern "C" int MPI_Reduce_scatter_block(const void* sbuf, void* rbuf, int rcount, MPI_Datatype type, MPI_Op op,
                                         MPI_Comm comm) {
-  return route(sbuf, rbuf, [&] { return alg::reduce_scatter_block(sbuf, rbuf, rcount, type, op, comm); },
-               [&] { return next::Reduce_scatter_block(sbuf, rbuf, rcount, type, op, comm); });
+  if (needs_staging(sbuf, rbuf) && !intercomm(comm)) {
+    const int64_t total = int64_t{rcount} * comm_size(comm);
+    const bool in_place = sbuf == MPI_IN_PLACE;
+    if (auto rc =
+            staged(sbuf, total, type, rbuf, in_place ? total : rcount, type, in_place,
+                   [&](const void* s, void* r) { return MPI_Reduce_scatter_block(s, r, rcount, type, op, comm); }))
+      return *rc;
+  }
+  return route(
+      sbuf, rbuf, [&] { return alg::reduce_scatter_block(sbuf, rbuf, rcount, type, op, comm); },
+      [&] { return next::Reduce_scatter_block(sbuf, rbuf, rcount, type, op, comm); });
 }
 
 extern "C" int MPI_Alltoall(const void* sbuf, int scount, MPI_Datatype stype, void* rbuf, int rcount,
                             MPI_Datatype rtype, MPI_Comm comm) {
-  return route(sbuf, rbuf, [&] { return alg::alltoall(sbuf, scount, stype, rbuf, rcount, rtype, comm); },
-               [&] { return next::Alltoall(sbuf, scount, stype, rbuf, rcount, rtype, comm); });
+  if (needs_staging(sbuf, rbuf) && !intercomm(comm)) {
+    const int p = comm_size(comm);
+    if (auto rc =
+            staged(sbuf, int64_t{scount} * p, stype, rbuf, int64_t{rcount} * p, rtype, sbuf == MPI_IN_PLACE,
+                   [&](const void* s, void* r) { return MPI_Alltoall(s, scount, stype, r, rcount, rtype, comm); }))
+      return *rc;
+  }
+  return route(
+      sbuf, rbuf, [&] { return alg::alltoall(sbuf, scount, stype, rbuf, rcount, rtype, comm); },
+      [&] { return next::Alltoall(sbuf, scount, stype, rbuf, rcount, rtype, comm); });
 }

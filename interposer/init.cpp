@@ -5,6 +5,7 @@
 #include <atomic>
 
 #include "datatypes/cache.h"
+#include "interposer/device.h"
 #include "interposer/forward.h"
 #include "interposer/report.h"
 #include "interposer/requests.h"
@@ -31,6 +32,7 @@ void start() {
   set_log_rank(rank);
   datatypes::cache_init();
   collectives_start();
+  device::start();
   log(LogLevel::info, "Veneer %s loaded (%s)%s", VENEER_VERSION, VENEER_MPI_FLAVOR,
       config().enabled ? "" : ", disabled by VENEER_DISABLE");
 }
@@ -55,6 +57,7 @@ extern "C" int MPI_Finalize() {
     requests::drain_detached();
     print_report();
     collectives_stop();
+    device::stop();
     datatypes::cache_finalize();
     staging_release_all();
   }

@@ -1,20 +1,23 @@
 // MPI_Pack and MPI_Unpack through Veneer's packers. Anything the library
 // would reject (bad counts, small buffers, unknown types) is passed through so
 // that the library reports its own error.
+#include "datatypes/pack.h"
+
 #include <mpi.h>
 
-#include "datatypes/pack.h"
+#include "interposer/device.h"
 #include "interposer/forward.h"
 #include "interposer/switchboard.h"
 #include "support/counters.h"
+#include "support/staging.h"
 
 using namespace veneer;
 
 namespace {
 // A borrowed pointer (datatypes::peek): valid for this call, which looks up no
 // other type, and free of reference counting on this hot path.
-const datatypes::Layout* pack_layout(const void* user_buf, int count, MPI_Datatype type, int size,
-                                     const int* position, MPI_Comm comm) {
+const datatypes::Layout* pack_layout(const void* user_buf, int count, MPI_Datatype type, int size, const int* position,
+                                     MPI_Comm comm) {
   const Config& c = config();
   if (!c.enabled || !c.datatypes || !c.pack || count < 0 || size < 0 || !position || *position < 0 ||
       comm == MPI_COMM_NULL)
@@ -32,13 +35,54 @@ const datatypes::Layout* pack_layout(const void* user_buf, int count, MPI_Dataty
     return nullptr;
   return layout;
 }
+// MPI_Pack / MPI_Unpack where either buffer is device memory. Returns false
+// (the caller passes the call through) unless Veneer did it; *rc is then its
+// result. `user` is the typed buffer, `packed` the packed one, at *position.
+bool device_pack_call(bool packing, const void* user, int count, MPI_Datatype type, const void* packed, int size,
+                      int* position, MPI_Comm comm, int* rc) {
+  const Config& c = config();
+  if (!c.enabled || !c.datatypes || !c.pack || !c.device || count <= 0 || size < 0 || !position || *position < 0 ||
+      comm == MPI_COMM_NULL || !packed || !kernels::device_runtime())
+    return false;
+  auto seen = datatypes::lookup(type);
+  if (!seen || seen->size <= 0) return false;
+  const int64_t bytes = seen->size * count;
+  if (int64_t{*position} + bytes > int64_t{size}) return false;  // the library reports the error
+  void* at = offset_ptr(packed, *position);
+  if (device::Carried d = device::classify(user, count, type, false)) {
+    const bool ok = packing ? device::pack(d, count, user, at) : device::unpack(d, count, const_cast<void*>(user), at);
+    if (!ok) return false;
+  } else if (device::is_device(at)) {
+    // Host data, device packed buffer: packed on the host, then copied.
+    Staging staging(static_cast<size_t>(bytes));
+    if (!staging.get()) return false;
+    ScopedTimer timer;
+    if (packing) {
+      datatypes::pack_all(*seen, count, user, staging.get());
+      if (!device::copy_bytes(at, staging.get(), bytes)) return false;
+    } else {
+      if (!device::copy_bytes(staging.get(), at, bytes)) return false;
+      datatypes::unpack_all(*seen, count, const_cast<void*>(user), staging.get());
+    }
+  } else {
+    return false;
+  }
+  *position += static_cast<int>(bytes);
+  counters().add(packing ? Counter::pack_taken : Counter::unpack_taken);
+  *rc = MPI_SUCCESS;
+  return true;
+}
+
 }  // namespace
 
-extern "C" int MPI_Pack(const void* inbuf, int incount, MPI_Datatype type, void* outbuf, int outsize,
-                        int* position, MPI_Comm comm) {
+extern "C" int MPI_Pack(const void* inbuf, int incount, MPI_Datatype type, void* outbuf, int outsize, int* position,
+                        MPI_Comm comm) {
   const datatypes::Layout* layout = outbuf ? pack_layout(inbuf, incount, type, outsize, position, comm) : nullptr;
   if (layout && !cpu_accessible(outbuf, offset_ptr(inbuf, layout->true_lb))) layout = nullptr;
   if (!layout) {
+    if (int rc = 0; kernels::device_memory_possible() &&
+                    device_pack_call(true, inbuf, incount, type, outbuf, outsize, position, comm, &rc))
+      return rc;
     counters().add(Counter::pack_passed);
     return next::Pack(inbuf, incount, type, outbuf, outsize, position, comm);
   }
@@ -50,11 +94,14 @@ extern "C" int MPI_Pack(const void* inbuf, int incount, MPI_Datatype type, void*
   return MPI_SUCCESS;
 }
 
-extern "C" int MPI_Unpack(const void* inbuf, int insize, int* position, void* outbuf, int outcount,
-                          MPI_Datatype type, MPI_Comm comm) {
+extern "C" int MPI_Unpack(const void* inbuf, int insize, int* position, void* outbuf, int outcount, MPI_Datatype type,
+                          MPI_Comm comm) {
   const datatypes::Layout* layout = inbuf ? pack_layout(outbuf, outcount, type, insize, position, comm) : nullptr;
   if (layout && !cpu_accessible(inbuf, offset_ptr(outbuf, layout->true_lb))) layout = nullptr;
   if (!layout) {
+    if (int rc = 0; kernels::device_memory_possible() &&
+                    device_pack_call(false, outbuf, outcount, type, inbuf, insize, position, comm, &rc))
+      return rc;
     counters().add(Counter::unpack_passed);
     return next::Unpack(inbuf, insize, position, outbuf, outcount, type, comm);
   }

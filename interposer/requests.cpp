@@ -8,6 +8,7 @@
 #include "interposer/forward.h"
 #include "support/counters.h"
 #include "support/handle.h"
+#include "support/log.h"
 
 namespace veneer::requests {
 
@@ -82,6 +83,13 @@ void complete(Pending& p, const MPI_Status& status) {
   MPI_Count received = 0;
   PMPI_Get_elements_x(&status, MPI_BYTE, &received);
   if (received == MPI_UNDEFINED || received < 0) return;
+  if (p.carried) {
+    // Failures of the device are logged by the transfer; the status stays the library's.
+    if (!device::unpack_from_library(p.carried, p.count, p.buf, p.device_staging, received))
+      log(LogLevel::error, "unpacking a received message into device memory failed");
+    p.unpacked = true;
+    return;
+  }
   const int64_t n = std::min<int64_t>(received, p.capacity);
   datatypes::unpack(*p.layout, p.count, p.buf, 0, n, p.staging.get());
   counters().add(Counter::bytes_unpacked, static_cast<uint64_t>(n));
@@ -136,6 +144,7 @@ void drain_detached() {
     if (!flag) {
       // Still in the library's hands: its staging memory must outlive it.
       pending.staging.leak();
+      pending.device_staging.storage.leak();
       continue;
     }
     complete(pending, status);

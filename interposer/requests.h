@@ -13,18 +13,21 @@
 #include <vector>
 
 #include "datatypes/layout.h"
+#include "interposer/device.h"
 #include "support/staging.h"
 
 namespace veneer {
 
 struct Pending {
   bool is_recv = false;
-  Staging staging;                  // packed bytes (send: source; recv: landing zone)
-  int64_t capacity = 0;             // bytes in staging
+  Staging staging;                                  // packed bytes (send: source; recv: landing zone)
+  int64_t capacity = 0;                             // bytes in staging
   std::shared_ptr<const datatypes::Layout> layout;  // recv: how to unpack
-  void* buf = nullptr;              // recv: the user's buffer
-  int64_t count = 0;                // recv: the user's count
-  bool unpacked = false;            // recv: already unpacked by Request_get_status
+  void* buf = nullptr;                              // recv: the user's buffer
+  int64_t count = 0;                                // recv: the user's count
+  bool unpacked = false;                            // recv: already unpacked by Request_get_status
+  device::Carried carried;                          // a device buffer: how to unpack into it
+  device::Packed device_staging;                    // its packed bytes (pinned host or device memory)
 };
 
 namespace requests {

@@ -7,7 +7,7 @@
 #include <memory>
 
 #include "datatypes/cache.h"
-#include "kernels/memory_kind.h"
+#include "kernels/device_runtime.h"
 #include "support/config.h"
 
 namespace veneer {
@@ -21,11 +21,11 @@ inline void* offset_ptr(const void* base, int64_t offset) {
 // memory (a CUDA-aware MPI's business) passes through untouched. `first` is
 // the address of the first byte the operation touches.
 inline bool cpu_accessible(const void* first) {
-  const auto kind = kernels::memory_kind(first);
+  const auto kind = kernels::buffer_kind(first);
   return kind == kernels::MemoryKind::host || kind == kernels::MemoryKind::managed;
 }
 inline bool cpu_accessible(const void* a, const void* b) {
-  if (!kernels::cuda_driver_loaded()) return true;  // no driver: no device memory anywhere
+  if (!kernels::device_memory_possible()) return true;  // no driver: no device memory anywhere
   return cpu_accessible(a) && cpu_accessible(b);
 }
 

@@ -82,6 +82,21 @@ Config parse_config(const char* (*env)(const char*)) {
   c.type_cache_limit = size_or(env("VENEER_TYPE_CACHE"), c.type_cache_limit);
   c.staging_pool = size_or(env("VENEER_STAGING_POOL"), c.staging_pool);
   c.pack_stream_min = size_or(env("VENEER_PACK_STREAM_MIN"), c.pack_stream_min);
+  c.device = parse_bool(env("VENEER_DEVICE"), true);
+  if (const char* m = env("VENEER_DEVICE_METHOD")) {
+    std::string_view s(m);
+    if (s == "oneshot" || s == "one-shot") c.device_method = DeviceChoice::oneshot;
+    else if (s == "staged") c.device_method = DeviceChoice::staged;
+    else c.device_method = DeviceChoice::automatic;
+  }
+  if (const char* a = env("VENEER_CUDA_AWARE")) {
+    std::string_view s(a);
+    c.cuda_aware = (s == "auto" || s.empty()) ? -1 : (parse_bool(a, false) ? 1 : 0);
+  }
+  c.device_oneshot_max = size_or(env("VENEER_DEVICE_ONESHOT_MAX"), c.device_oneshot_max);
+  c.device_chunk = size_or(env("VENEER_DEVICE_CHUNK"), c.device_chunk);
+  if (c.device_chunk <= 0) c.device_chunk = int64_t{1} << 20;
+  c.pinned_pool = size_or(env("VENEER_PINNED_POOL"), c.pinned_pool);
   return c;
 }
 

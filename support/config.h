@@ -13,6 +13,9 @@ namespace veneer {
 
 enum class LogLevel { error = 0, warn = 1, info = 2, debug = 3 };
 
+// How device buffers travel (VENEER_DEVICE_METHOD); see kernels/device_transfer.h.
+enum class DeviceChoice { automatic, oneshot, staged };
+
 struct Config {
   bool enabled = true;            // VENEER_DISABLE=1 turns everything off
   bool datatypes = true;          // VENEER_DATATYPES=0 turns the datatype engine off
@@ -38,6 +41,17 @@ struct Config {
   // source lines plus output, reach this many (VENEER_PACK_STREAM_MIN);
   // -1: three quarters of the last-level cache, as glibc's memcpy does.
   int64_t pack_stream_min = -1;
+  // Device (GPU) buffers. VENEER_DEVICE=0: they go to the library untouched.
+  bool device = true;
+  DeviceChoice device_method = DeviceChoice::automatic;  // VENEER_DEVICE_METHOD=auto|oneshot|staged
+  // Whether the MPI library can read and write device memory itself
+  // (VENEER_CUDA_AWARE=0|1; unset: asked from the library at MPI_Init).
+  int cuda_aware = -1;
+  // Automatic method without a CUDA-aware library: one-shot up to this many
+  // bytes, the staged pipeline above (VENEER_DEVICE_ONESHOT_MAX).
+  int64_t device_oneshot_max = int64_t{256} << 10;
+  int64_t device_chunk = int64_t{1} << 20;        // VENEER_DEVICE_CHUNK: staged pipeline chunk
+  int64_t pinned_pool = int64_t{256} << 20;       // VENEER_PINNED_POOL: pinned/device buffers kept for reuse
   // Most layouts kept in the per-type cache (VENEER_TYPE_CACHE); freed types leave it at once.
   int64_t type_cache_limit = 100000;
 };

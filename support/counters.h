@@ -16,6 +16,7 @@ enum class Counter : int {
   send_taken, send_passed, recv_taken, recv_passed,
   alltoall_taken, alltoall_passed, coll_taken, coll_passed,
   bytes_packed, bytes_unpacked, nanoseconds,
+  device_oneshot, device_staged, device_on_device, device_passed,
   count_  // number of counters
 };
 
@@ -24,7 +25,9 @@ inline constexpr const char* counter_name(Counter c) {
       "pack taken over", "pack passed through", "unpack taken over", "unpack passed through",
       "sends taken over", "sends passed through", "receives taken over", "receives passed through",
       "alltoallv/w taken over", "alltoallv/w passed through", "collectives taken over",
-      "collectives passed through", "bytes packed", "bytes unpacked", "ns in veneer"};
+      "collectives passed through", "bytes packed", "bytes unpacked", "ns in veneer",
+      "device moves one-shot", "device moves staged", "device moves on device",
+      "device buffers passed through"};
   return names[static_cast<int>(c)];
 }
 

@@ -40,3 +40,27 @@ TEST(Config, DefaultsAndSwitches) {
   EXPECT_EQ(c.p2p_max_block, 4096);
   EXPECT_EQ(c.pack_stream_min, int64_t{16} << 20);
 }
+
+TEST(Config, DeviceSwitches) {
+  g_env.clear();
+  auto c = veneer::parse_config(fake_env);
+  EXPECT_TRUE(c.device);
+  EXPECT_EQ(c.device_method, veneer::DeviceChoice::automatic);
+  EXPECT_EQ(c.cuda_aware, -1);  // -1: asked from the library
+  EXPECT_EQ(c.device_oneshot_max, int64_t{256} << 10);
+  EXPECT_EQ(c.device_chunk, int64_t{1} << 20);
+  g_env = {{"VENEER_DEVICE", "0"},           {"VENEER_DEVICE_METHOD", "staged"}, {"VENEER_CUDA_AWARE", "1"},
+           {"VENEER_DEVICE_CHUNK", "64k"},   {"VENEER_DEVICE_ONESHOT_MAX", "1M"}, {"VENEER_PINNED_POOL", "8M"}};
+  c = veneer::parse_config(fake_env);
+  EXPECT_FALSE(c.device);
+  EXPECT_EQ(c.device_method, veneer::DeviceChoice::staged);
+  EXPECT_EQ(c.cuda_aware, 1);
+  EXPECT_EQ(c.device_chunk, int64_t{64} << 10);
+  EXPECT_EQ(c.device_oneshot_max, int64_t{1} << 20);
+  EXPECT_EQ(c.pinned_pool, int64_t{8} << 20);
+  g_env = {{"VENEER_DEVICE_METHOD", "oneshot"}, {"VENEER_CUDA_AWARE", "0"}, {"VENEER_DEVICE_CHUNK", "0"}};
+  c = veneer::parse_config(fake_env);
+  EXPECT_EQ(c.device_method, veneer::DeviceChoice::oneshot);
+  EXPECT_EQ(c.cuda_aware, 0);
+  EXPECT_EQ(c.device_chunk, int64_t{1} << 20);  // a zero chunk would never finish: the default instead
+}

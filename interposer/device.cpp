@@ -1,0 +1,302 @@
+#include "interposer/device.h"
+
+#include <dlfcn.h>
+
+#include <atomic>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <utility>
+
+#include "datatypes/cache.h"
+#include "interposer/switchboard.h"
+#include "support/counters.h"
+#include "support/log.h"
+
+namespace veneer::device {
+namespace {
+
+using kernels::DeviceMethod;
+using kernels::PooledBuffer;
+
+// -1: not asked yet; 0/1: the library's answer (or VENEER_CUDA_AWARE).
+std::atomic<int> g_cuda_aware{-1};
+
+// Asks the library whether it is CUDA-aware: Open MPI's
+// MPIX_Query_cuda_support() and MPICH's MPIX_GPU_query_support(CUDA), looked
+// up at run time so that either library (and one with neither) links.
+int ask_library() {
+  using OmpiQuery = int (*)();
+  using MpichQuery = int (*)(int, int*);
+  if (auto f = reinterpret_cast<OmpiQuery>(dlsym(RTLD_DEFAULT, "MPIX_Query_cuda_support"))) return f() ? 1 : 0;
+  if (auto f = reinterpret_cast<MpichQuery>(dlsym(RTLD_DEFAULT, "MPIX_GPU_query_support"))) {
+    int supported = 0;
+    constexpr int kGpuSupportCuda = 0;  // MPIX_GPU_SUPPORT_CUDA
+    if (f(kGpuSupportCuda, &supported) == MPI_SUCCESS) return supported ? 1 : 0;
+  }
+  return 0;
+}
+
+// Packers are made once per (layout, device) and dropped when their type is
+// freed: the cache holds the layout weakly and finds stale entries by it.
+struct PackerKey {
+  const datatypes::Layout* layout;
+  int device;
+  kernels::DeviceRuntime* rt;
+  auto operator<=>(const PackerKey&) const = default;
+};
+struct PackerEntry {
+  std::weak_ptr<const datatypes::Layout> layout;
+  std::shared_ptr<const kernels::DevicePacker> packer;
+};
+struct PackerCache {
+  std::mutex mutex;
+  std::map<PackerKey, PackerEntry> entries;
+  size_t sweep_at = 64;
+};
+PackerCache& packer_cache() {
+  static PackerCache* c = new PackerCache;  // outlives static destructors
+  return *c;
+}
+
+// Makes the buffer's device current for the life of the scope.
+class DeviceScope {
+ public:
+  DeviceScope(kernels::DeviceRuntime& rt, int device) : rt_(rt), previous_(rt.current_device()) {
+    ok_ = previous_ == device || device < 0 || rt.set_device(device);
+    if (previous_ == device || device < 0) previous_ = -1;  // nothing to restore
+  }
+  ~DeviceScope() {
+    if (previous_ >= 0) rt_.set_device(previous_);
+  }
+  bool ok() const { return ok_; }
+
+ private:
+  kernels::DeviceRuntime& rt_;
+  int previous_;
+  bool ok_;
+};
+
+std::shared_ptr<const kernels::DevicePacker> packer_for(kernels::DeviceRuntime& rt,
+                                                        const std::shared_ptr<const datatypes::Layout>& layout,
+                                                        int device) {
+  PackerCache& c = packer_cache();
+  const PackerKey key{layout.get(), device, &rt};
+  {
+    std::lock_guard lock(c.mutex);
+    auto it = c.entries.find(key);
+    if (it != c.entries.end() && it->second.layout.lock() == layout) return it->second.packer;
+  }
+  std::shared_ptr<const kernels::DevicePacker> packer;
+  {
+    DeviceScope scope(rt, device);
+    if (!scope.ok()) return nullptr;
+    packer = rt.make_packer(*layout);
+  }
+  if (!packer) return nullptr;
+  std::lock_guard lock(c.mutex);
+  c.entries[key] = {layout, packer};
+  if (c.entries.size() >= c.sweep_at) {
+    // Types freed since the last sweep leave expired entries: drop them.
+    std::erase_if(c.entries, [](const auto& e) { return e.second.layout.expired(); });
+    c.sweep_at = std::max<size_t>(64, 2 * c.entries.size());
+  }
+  return packer;
+}
+
+// The automatic choice between one-shot and staged for host-side bytes.
+DeviceMethod host_method(int64_t bytes) {
+  const Config& cfg = config();
+  if (cfg.device_method == DeviceChoice::oneshot) return DeviceMethod::oneshot;
+  if (cfg.device_method == DeviceChoice::staged) return DeviceMethod::staged;
+  return bytes <= cfg.device_oneshot_max ? DeviceMethod::oneshot : DeviceMethod::staged;
+}
+
+kernels::TransferOptions options() {
+  kernels::TransferOptions o;
+  o.chunk = config().device_chunk;
+  return o;
+}
+
+void count_method(DeviceMethod m) {
+  switch (m) {
+    case DeviceMethod::oneshot: counters().add(Counter::device_oneshot); break;
+    case DeviceMethod::staged: counters().add(Counter::device_staged); break;
+    case DeviceMethod::on_device: counters().add(Counter::device_on_device); break;
+  }
+}
+
+}  // namespace
+
+bool library_cuda_aware() {
+  int v = g_cuda_aware.load(std::memory_order_relaxed);
+  if (v < 0) {
+    v = config().cuda_aware >= 0 ? config().cuda_aware : ask_library();
+    g_cuda_aware.store(v, std::memory_order_relaxed);
+  }
+  return v == 1;
+}
+
+bool is_device(const void* p) { return kernels::buffer_kind(p) == kernels::MemoryKind::device; }
+
+Carried classify(const void* buf, int64_t count, MPI_Datatype type, bool to_library) {
+  const Config& cfg = config();
+  if (!cfg.enabled || !cfg.device || count <= 0) return {};
+  kernels::DeviceRuntime* rt = kernels::device_runtime();
+  if (!rt) return {};
+  auto layout = datatypes::lookup(type);
+  if (!layout || layout->size <= 0) return {};
+  int device = -1;
+  if (rt->kind(offset_ptr(buf, layout->true_lb), &device) != kernels::MemoryKind::device) return {};
+  if (to_library && layout->contiguous && library_cuda_aware()) return {};
+  Carried c;
+  c.packer = packer_for(*rt, layout, device);
+  if (!c.packer) {
+    log(LogLevel::debug, "device buffer of a type the device packer refuses: passed through (%s)",
+        layout->describe().c_str());
+    return {};
+  }
+  c.rt = rt;
+  c.device = device;
+  c.bytes = layout->size * count;
+  c.layout = std::move(layout);
+  return c;
+}
+
+bool pack_into(const Carried& c, int64_t count, const void* buf, void* staging, bool on_device) {
+  const int64_t bytes = c.layout->size * count;
+  if (bytes <= 0) return true;
+  DeviceScope scope(*c.rt, c.device);
+  if (!scope.ok()) return false;
+  const DeviceMethod method = on_device ? DeviceMethod::on_device : host_method(bytes);
+  ScopedTimer timer;
+  if (!kernels::pack_from_device(*c.rt, *c.packer, *c.layout, count, buf, 0, bytes, staging, method, options()))
+    return false;
+  count_method(method);
+  counters().add(Counter::bytes_packed, static_cast<uint64_t>(bytes));
+  return true;
+}
+
+bool unpack_from(const Carried& c, int64_t count, void* buf, const void* staging, int64_t bytes, bool on_device) {
+  bytes = std::min(bytes, c.layout->size * count);
+  if (bytes <= 0) return true;
+  DeviceScope scope(*c.rt, c.device);
+  if (!scope.ok()) return false;
+  const DeviceMethod method = on_device ? DeviceMethod::on_device : host_method(bytes);
+  ScopedTimer timer;
+  if (!kernels::unpack_to_device(*c.rt, *c.packer, *c.layout, count, buf, 0, bytes, staging, method, options()))
+    return false;
+  count_method(method);
+  counters().add(Counter::bytes_unpacked, static_cast<uint64_t>(bytes));
+  return true;
+}
+
+bool pack_for_library(const Carried& c, int64_t count, const void* buf, Packed& out) {
+  const bool on_device = library_cuda_aware();
+  {
+    DeviceScope scope(*c.rt, c.device);  // device memory comes from the buffer's device
+    if (!scope.ok()) return false;
+    out.storage = PooledBuffer(*c.rt, on_device ? PooledBuffer::Kind::device : PooledBuffer::Kind::pinned,
+                               static_cast<size_t>(c.bytes));
+  }
+  if (!out.storage.get() || !pack_into(c, count, buf, out.storage.get(), on_device)) return false;
+  out.data = out.storage.get();
+  out.bytes = c.bytes;
+  return true;
+}
+
+bool landing_for_library(const Carried& c, Packed& out) {
+  DeviceScope scope(*c.rt, c.device);
+  if (!scope.ok()) return false;
+  const bool on_device = library_cuda_aware();
+  out.storage = PooledBuffer(*c.rt, on_device ? PooledBuffer::Kind::device : PooledBuffer::Kind::pinned,
+                             static_cast<size_t>(c.bytes));
+  out.data = out.storage.get();
+  out.bytes = c.bytes;
+  return out.data != nullptr;
+}
+
+bool unpack_from_library(const Carried& c, int64_t count, void* buf, const Packed& landing, int64_t received) {
+  return unpack_from(c, count, buf, landing.data, received, landing.storage.kind() == PooledBuffer::Kind::device);
+}
+
+bool pack(const Carried& c, int64_t count, const void* user, void* packed) {
+  DeviceScope scope(*c.rt, c.device);
+  if (!scope.ok()) return false;
+  ScopedTimer timer;
+  if (is_device(packed)) {
+    if (!kernels::pack_from_device(*c.rt, *c.packer, *c.layout, count, user, 0, c.bytes, packed,
+                                   DeviceMethod::on_device, options()))
+      return false;
+    count_method(DeviceMethod::on_device);
+  } else if (host_method(c.bytes) == DeviceMethod::oneshot) {
+    // The kernel writes pinned memory only; the user's buffer gets a copy.
+    PooledBuffer pinned(*c.rt, PooledBuffer::Kind::pinned, static_cast<size_t>(c.bytes));
+    if (!pinned.get() || !kernels::pack_from_device(*c.rt, *c.packer, *c.layout, count, user, 0, c.bytes, pinned.get(),
+                                                    DeviceMethod::oneshot, options()))
+      return false;
+    std::memcpy(packed, pinned.get(), static_cast<size_t>(c.bytes));
+    count_method(DeviceMethod::oneshot);
+  } else {
+    if (!kernels::pack_from_device(*c.rt, *c.packer, *c.layout, count, user, 0, c.bytes, packed, DeviceMethod::staged,
+                                   options()))
+      return false;
+    count_method(DeviceMethod::staged);
+  }
+  counters().add(Counter::bytes_packed, static_cast<uint64_t>(c.bytes));
+  return true;
+}
+
+bool unpack(const Carried& c, int64_t count, void* user, const void* packed) {
+  DeviceScope scope(*c.rt, c.device);
+  if (!scope.ok()) return false;
+  ScopedTimer timer;
+  if (is_device(packed)) {
+    if (!kernels::unpack_to_device(*c.rt, *c.packer, *c.layout, count, user, 0, c.bytes, packed,
+                                   DeviceMethod::on_device, options()))
+      return false;
+    count_method(DeviceMethod::on_device);
+  } else if (host_method(c.bytes) == DeviceMethod::oneshot) {
+    PooledBuffer pinned(*c.rt, PooledBuffer::Kind::pinned, static_cast<size_t>(c.bytes));
+    if (!pinned.get()) return false;
+    std::memcpy(pinned.get(), packed, static_cast<size_t>(c.bytes));
+    if (!kernels::unpack_to_device(*c.rt, *c.packer, *c.layout, count, user, 0, c.bytes, pinned.get(),
+                                   DeviceMethod::oneshot, options()))
+      return false;
+    count_method(DeviceMethod::oneshot);
+  } else {
+    if (!kernels::unpack_to_device(*c.rt, *c.packer, *c.layout, count, user, 0, c.bytes, packed, DeviceMethod::staged,
+                                   options()))
+      return false;
+    count_method(DeviceMethod::staged);
+  }
+  counters().add(Counter::bytes_unpacked, static_cast<uint64_t>(c.bytes));
+  return true;
+}
+
+bool copy_bytes(void* dst, const void* src, int64_t bytes) {
+  if (bytes <= 0) return true;
+  kernels::DeviceRuntime* rt = kernels::device_runtime();
+  if (!rt) return false;
+  kernels::DeviceStream s = rt->stream(0);
+  if (!s) return false;
+  const bool queued = rt->copy(dst, src, static_cast<size_t>(bytes), s);
+  return rt->synchronize(s) && queued;
+}
+
+void start() {
+  const int configured = config().cuda_aware;
+  g_cuda_aware.store(configured >= 0 ? configured : ask_library(), std::memory_order_relaxed);
+  kernels::set_pool_limit(config().pinned_pool);
+}
+
+void stop() {
+  {
+    PackerCache& c = packer_cache();
+    std::lock_guard lock(c.mutex);
+    c.entries.clear();
+  }
+  kernels::release_pools();
+}
+
+}  // namespace veneer::device

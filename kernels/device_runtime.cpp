@@ -1,0 +1,35 @@
+#include "kernels/device_runtime.h"
+
+#include <atomic>
+
+namespace veneer::kernels {
+namespace {
+std::atomic<DeviceRuntime*> g_installed{nullptr};
+}  // namespace
+
+#if !VENEER_HAVE_CUDA
+// Built without CUDA: no runtime of our own. Device buffers (seen through the
+// driver by memory_kind()) are passed through to the library.
+DeviceRuntime* cuda_runtime() { return nullptr; }
+#endif
+
+DeviceRuntime* device_runtime() {
+  if (DeviceRuntime* rt = g_installed.load(std::memory_order_acquire)) return rt;
+  // The CUDA runtime is only worth asking once the application has loaded
+  // the driver: before that no pointer can be device memory, and asking
+  // would initialise CUDA in a process that never used it.
+  if (!cuda_driver_loaded()) return nullptr;
+  return cuda_runtime();
+}
+
+bool device_memory_possible() { return g_installed.load(std::memory_order_acquire) != nullptr || cuda_driver_loaded(); }
+
+void install_device_runtime(DeviceRuntime* runtime) { g_installed.store(runtime, std::memory_order_release); }
+
+MemoryKind buffer_kind(const void* p, int* device) {
+  if (DeviceRuntime* rt = device_runtime()) return rt->kind(p, device);
+  if (device) *device = -1;
+  return memory_kind(p, device);
+}
+
+}  // namespace veneer::kernels
