@@ -122,19 +122,19 @@ class CudaRuntime final : public DeviceRuntime {
   bool wait(DeviceStream stream, DeviceEvent event) override {
     return event && stream && succeeded(cudaStreamWaitEvent(as_stream(stream), static_cast<cudaEvent_t>(event), 0));
   }
-  bool synchronize(DeviceStream stream) override { return stream && succeeded(cudaStreamSynchronize(as_stream(stream))); }
+  bool synchronize(DeviceStream stream) override {
+    return stream && succeeded(cudaStreamSynchronize(as_stream(stream)));
+  }
 
   bool pack(const DevicePacker& packer, int64_t count, const void* buf, int64_t skip, int64_t max_bytes, void* out,
             DeviceStream stream) override {
     const DeviceLayout* layout = usable_here(packer);
-    return layout && stream &&
-           succeeded(device_pack(*layout, count, buf, skip, max_bytes, out, as_stream(stream)));
+    return layout && stream && succeeded(device_pack(*layout, count, buf, skip, max_bytes, out, as_stream(stream)));
   }
   bool unpack(const DevicePacker& packer, int64_t count, void* buf, int64_t skip, int64_t max_bytes, const void* in,
               DeviceStream stream) override {
     const DeviceLayout* layout = usable_here(packer);
-    return layout && stream &&
-           succeeded(device_unpack(*layout, count, buf, skip, max_bytes, in, as_stream(stream)));
+    return layout && stream && succeeded(device_unpack(*layout, count, buf, skip, max_bytes, in, as_stream(stream)));
   }
   bool copy(void* dst, const void* src, size_t bytes, DeviceStream stream) override {
     if (!stream) return false;

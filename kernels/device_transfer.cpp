@@ -50,8 +50,13 @@ void release(DeviceRuntime* rt, PooledBuffer::Kind kind, int device, char* data)
 size_t round_up(size_t n, size_t to) { return (n + to - 1) / to * to; }
 
 // The byte address `offset` bytes past `p` (offsets of a layout may be negative).
-const char* at(const void* p, int64_t offset) { return static_cast<const char*>(p) + offset; }
-char* at(void* p, int64_t offset) { return static_cast<char*>(p) + offset; }
+// In integers: `p` may be MPI_BOTTOM (null) with absolute offsets.
+const void* at(const void* p, int64_t offset) {
+  return reinterpret_cast<const void*>(reinterpret_cast<uintptr_t>(p) + static_cast<uintptr_t>(offset));
+}
+void* at(void* p, int64_t offset) {
+  return reinterpret_cast<void*>(reinterpret_cast<uintptr_t>(p) + static_cast<uintptr_t>(offset));
+}
 
 // Runs the steps of a transfer; on the first failure the rest are skipped,
 // and the streams are always synchronised before returning, so no work still
@@ -209,15 +214,28 @@ bool pack_from_device(DeviceRuntime& rt, const DevicePacker& packer, const datat
   if (!scratch.get()) return false;
   DeviceEvent packed[2] = {step.event(), step.event()};
   DeviceEvent copied[2] = {step.event(), step.event()};
-  for (int64_t done = 0, k = 0; done < bytes && step.ok(); done += chunk, ++k) {
+  const int64_t chunks = (bytes + chunk - 1) / chunk;
+  auto queue_pack = [&](int64_t k) {
     const int slot = static_cast<int>(k & 1);
-    const int64_t n = std::min(chunk, bytes - done);
-    char* half_buf = scratch.get() + slot * half;
+    const int64_t done = k * chunk;
     if (k >= 2) step([&] { return rt.wait(s0, copied[slot]); });
-    step([&] { return rt.pack(packer, count, buf, skip + done, n, half_buf, s0); });
+    step([&] {
+      return rt.pack(packer, count, buf, skip + done, std::min(chunk, bytes - done), scratch.get() + slot * half, s0);
+    });
     step([&] { return rt.record(packed[slot], s0); });
+  };
+  // Pack k+1 is queued before copy k: a copy into pageable memory returns
+  // only when it is done, and the GPU must already have the next pack to do.
+  queue_pack(0);
+  for (int64_t k = 0; k < chunks && step.ok(); ++k) {
+    const int slot = static_cast<int>(k & 1);
+    const int64_t done = k * chunk;
+    if (k + 1 < chunks) queue_pack(k + 1);
     step([&] { return rt.wait(s1, packed[slot]); });
-    step([&] { return rt.copy(at(out, done), half_buf, static_cast<size_t>(n), s1); });
+    step([&] {
+      return rt.copy(at(out, done), scratch.get() + slot * half, static_cast<size_t>(std::min(chunk, bytes - done)),
+                     s1);
+    });
     step([&] { return rt.record(copied[slot], s1); });
   }
   return step.finish({s0, s1});

@@ -14,7 +14,7 @@
 # Environment: VENEER_GPU_BUILD (build folder, default build-gpu),
 # VENEER_CUDA_ARCHITECTURES (default: the GPU's own, from nvidia-smi),
 # VENEER_GPU_SANITIZE=1 (also run the device tests under compute-sanitizer),
-# OUT (if set, a folder for the benchmark's CSV and the tests' XML).
+# OUT (if set, a folder for the benchmark's CSVs and the tests' XML).
 set -uo pipefail
 
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -58,7 +58,8 @@ tests=$build/test-kernels
 if [[ -x $tests/kernels_device_test ]]; then
   # Each binary in a process of its own: the memory-kind test checks that
   # nothing loaded the CUDA driver before it.
-  for t in kernels_memory_kind_test kernels_emulated_test kernels_device_test; do
+  for t in kernels_memory_kind_test kernels_emulated_test kernels_device_test kernels_device_runtime_test; do
+    [[ -x $tests/$t ]] || { echo "== $t was not built"; status=1; continue; }
     echo "== $t"
     "$tests/$t" "--gtest_output=xml:$results/$t.xml" || status=1
   done
@@ -66,6 +67,9 @@ if [[ -x $tests/kernels_device_test ]]; then
     echo "== kernels_device_test under compute-sanitizer (memcheck)"
     compute-sanitizer --tool memcheck --error-exitcode 3 "$tests/kernels_device_test" \
       --gtest_filter='DevicePack.Ddtbench*:DevicePack.Benchmark*' || status=1
+    echo "== kernels_device_runtime_test under compute-sanitizer (memcheck)"
+    compute-sanitizer --tool memcheck --error-exitcode 3 "$tests/kernels_device_runtime_test" \
+      --gtest_filter='DeviceTransfer.Ddtbench*:CudaRuntime.*' || status=1
   fi
 else
   echo "== no tests built (no GoogleTest: run with --prepare where its sources are, and carry build-gpu-carry)"
@@ -73,6 +77,7 @@ else
 fi
 
 echo "== GPU pack benchmark"
-"$build/bench-gpu/veneer-bench-gpu-pack" "${bench_args[@]}" --csv "$results/gpu_pack.csv" || status=1
+"$build/bench-gpu/veneer-bench-gpu-pack" "${bench_args[@]}" --csv "$results/gpu_pack.csv" \
+  --d2h-csv "$results/gpu_pack_d2h.csv" || status=1
 echo "== results in $results; exit status $status"
 exit $status
