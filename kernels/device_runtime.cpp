@@ -2,6 +2,8 @@
 
 #include <atomic>
 
+#include "kernels/device_transfer.h"
+
 namespace veneer::kernels {
 namespace {
 std::atomic<DeviceRuntime*> g_installed{nullptr};
@@ -24,7 +26,11 @@ DeviceRuntime* device_runtime() {
 
 bool device_memory_possible() { return g_installed.load(std::memory_order_acquire) != nullptr || cuda_driver_loaded(); }
 
-void install_device_runtime(DeviceRuntime* runtime) { g_installed.store(runtime, std::memory_order_release); }
+void install_device_runtime(DeviceRuntime* runtime) {
+  // Pooled buffers belong to the runtime that made them, which may be about
+  // to go away: give them back first.
+  if (g_installed.exchange(runtime, std::memory_order_acq_rel) != runtime) release_pools();
+}
 
 MemoryKind buffer_kind(const void* p, int* device) {
   if (DeviceRuntime* rt = device_runtime()) return rt->kind(p, device);

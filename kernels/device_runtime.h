@@ -87,6 +87,7 @@ DeviceRuntime* device_runtime();
 bool device_memory_possible();
 // Installs a runtime in place of the built-in one (tests); null restores it.
 // Not synchronised with calls in flight: install before MPI traffic starts.
+// Pooled buffers (device_transfer.h) are released when the runtime changes.
 void install_device_runtime(DeviceRuntime* runtime);
 // The memory kind of `p` as the active runtime sees it (host when there is none).
 MemoryKind buffer_kind(const void* p, int* device = nullptr);

@@ -131,10 +131,13 @@ PooledBuffer::PooledBuffer(DeviceRuntime& rt, Kind kind, size_t bytes) : rt_(&rt
       ++p.reused;
       return;
     }
-    ++p.allocated;
   }
   data_ = static_cast<char*>(kind == Kind::pinned ? rt.alloc_host(want) : rt.alloc_device(want));
   capacity_ = data_ ? want : 0;
+  if (data_) {
+    std::lock_guard lock(p.mutex);
+    ++p.allocated;
+  }
 }
 
 PooledBuffer::~PooledBuffer() {

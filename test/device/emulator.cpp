@@ -373,8 +373,8 @@ bool EmulatedRuntime::synchronize(kernels::DeviceStream stream) {
 
 // ---- work ----
 
-bool EmulatedRuntime::kernel(bool pack, const kernels::DevicePacker& packer, int64_t count, uintptr_t buf,
-                             int64_t skip, int64_t max_bytes, uintptr_t packed, Stream* s) {
+bool EmulatedRuntime::kernel(bool pack, const kernels::DevicePacker& packer, int64_t count, uintptr_t buf, int64_t skip,
+                             int64_t max_bytes, uintptr_t packed, Stream* s) {
   const auto* p = dynamic_cast<const Packer*>(&packer);
   if (!s || !p || count < 0 || skip < 0 || max_bytes < 0) return false;
   std::shared_ptr<const datatypes::Layout> layout = p->layout;

@@ -42,19 +42,19 @@ struct EmulatorOptions {
 
 // What the emulator has done and holds; a snapshot.
 struct EmulatorCounters {
-  int64_t packs = 0, unpacks = 0;      // kernel launches that ran
-  int64_t copies = 0;                  // copy() steps that ran
-  int64_t copies_to_host = 0;          // ... whose destination is host memory (pinned or pageable)
-  int64_t copies_from_host = 0;        // ... whose source is host memory
+  int64_t packs = 0, unpacks = 0;  // kernel launches that ran
+  int64_t copies = 0;              // copy() steps that ran
+  int64_t copies_to_host = 0;      // ... whose destination is host memory (pinned or pageable)
+  int64_t copies_from_host = 0;    // ... whose source is host memory
   int64_t bytes_packed = 0, bytes_unpacked = 0, bytes_copied = 0;
-  int64_t failed_steps = 0;            // steps that would have faulted or were refused
-  int64_t device_allocations = 0;      // outstanding alloc_device / device_alloc
-  int64_t pinned_allocations = 0;      // outstanding alloc_host
-  int64_t managed_allocations = 0;     // outstanding alloc_managed
-  int64_t device_bytes = 0;            // outstanding device bytes (as asked for)
-  int64_t events = 0;                  // outstanding create_event
-  int64_t packers = 0;                 // outstanding make_packer results
-  int64_t streams = 0;                 // streams (and worker threads) made so far
+  int64_t failed_steps = 0;         // steps that would have faulted or were refused
+  int64_t device_allocations = 0;   // outstanding alloc_device / device_alloc
+  int64_t pinned_allocations = 0;   // outstanding alloc_host
+  int64_t managed_allocations = 0;  // outstanding alloc_managed
+  int64_t device_bytes = 0;         // outstanding device bytes (as asked for)
+  int64_t events = 0;               // outstanding create_event
+  int64_t packers = 0;              // outstanding make_packer results
+  int64_t streams = 0;              // streams (and worker threads) made so far
   int64_t launches() const { return packs + unpacks; }
 };
 
@@ -120,7 +120,7 @@ class EmulatedRuntime final : public kernels::DeviceRuntime {
     char* view = nullptr;  // where the GPU touches it
     bool host = false;     // ordinary (pageable) host memory, not an emulated allocation
     bool pinned = false;
-    int device = -1;       // device memory's ordinal, else -1
+    int device = -1;  // device memory's ordinal, else -1
   };
   struct Stream;
   struct Event;

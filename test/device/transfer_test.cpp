@@ -74,18 +74,15 @@ class StreamBuffer {
   bool ok() const { return raw_ != nullptr; }
   char* data() { return raw_ + kMargin; }
   void fill(const std::vector<unsigned char>& bytes) {
-    if (method_ == DeviceMethod::on_device)
-      rt_.upload(data(), bytes.data(), bytes.size());
-    else
-      std::memcpy(data(), bytes.data(), bytes.size());
+    if (bytes.empty()) return;
+    if (method_ == DeviceMethod::on_device) rt_.upload(data(), bytes.data(), bytes.size());
+    else std::memcpy(data(), bytes.data(), bytes.size());
   }
   // All of it, guards included.
   std::vector<unsigned char> contents() {
     std::vector<unsigned char> v(static_cast<size_t>(n_ + 2 * kMargin));
-    if (method_ == DeviceMethod::on_device)
-      rt_.download(v.data(), raw_, v.size());
-    else
-      std::memcpy(v.data(), raw_, v.size());
+    if (method_ == DeviceMethod::on_device) rt_.download(v.data(), raw_, v.size());
+    else std::memcpy(v.data(), raw_, v.size());
     return v;
   }
 
@@ -142,7 +139,8 @@ void check_transfer(EmulatedRuntime& rt, const Layout& l, const Transfer& t, std
   {
     StreamBuffer out(rt, t.method, std::max<int64_t>(n, 0));
     ASSERT_TRUE(out.ok());
-    ASSERT_TRUE(vk::pack_from_device(rt, *packer, dl, t.count, dev_arg, t.skip, t.bytes, out.data(), t.method, options));
+    ASSERT_TRUE(
+        vk::pack_from_device(rt, *packer, dl, t.count, dev_arg, t.skip, t.bytes, out.data(), t.method, options));
     const std::vector<unsigned char> got = out.contents();
     for (int64_t i = 0; i < kMargin; ++i) {
       ASSERT_EQ(got[static_cast<size_t>(i)], kGuard) << "pack wrote before the output, byte " << i;
@@ -313,10 +311,17 @@ TEST(Emulator, KernelsRefusePageableHostMemory) {
   // Copies may use pageable memory.
   ASSERT_TRUE(rt.copy(pageable.data(), pinned, 32, s));
   EXPECT_TRUE(rt.synchronize(s));
+  // Managed memory is the GPU's as well as the host's.
+  char* managed = static_cast<char*>(rt.alloc_managed(64));
+  for (int i = 0; i < 64; ++i) managed[i] = static_cast<char>(i);
+  ASSERT_TRUE(rt.pack(*packer, 1, managed, 0, 32, pinned, s));
+  EXPECT_TRUE(rt.synchronize(s));
+  for (int i = 0; i < 32; ++i) EXPECT_EQ(pinned[i], static_cast<char>(i / 8 * 16 + i % 8)) << i;
   const veneer::test::EmulatorCounters c = rt.counters();
   EXPECT_EQ(c.failed_steps, 3);
-  EXPECT_EQ(c.packs, 1);  // only the one that ran
+  EXPECT_EQ(c.packs, 2);  // only the ones that ran
   EXPECT_EQ(c.copies, 1);
+  rt.free_managed(managed);
   rt.free_host(pinned);
   rt.device_free(dev);
 }
@@ -497,6 +502,20 @@ TEST_F(DeviceTransfer, EachMethodUsesItsSteps) {
   }
 }
 
+// Absolute addresses with a null buffer (MPI_BOTTOM), the contiguous case
+// included: the pipelines' address arithmetic must not depend on `buf`.
+TEST_F(DeviceTransfer, ContiguousAndStridedAtMpiBottom) {
+  std::mt19937_64 rng(5);
+  const Layout contiguous = veneer::test::make_layout(veneer::test::leaf(24, {}, 3000));
+  const Layout strided = veneer::test::make_layout(veneer::test::leaf(-40, {{30, 48}}, 40));
+  for (const Layout* l : {&contiguous, &strided})
+    for (DeviceMethod m : kMethods) {
+      const Transfer t{.count = 2, .skip = 5, .bytes = 5000, .method = m, .chunk = 999, .absolute = true};
+      SCOPED_TRACE(describe(*l, t));
+      check_transfer(rt, *l, t, rng);
+    }
+}
+
 // A pipeline that hands a kernel pageable memory fails instead of "working".
 TEST_F(DeviceTransfer, OneshotIntoPageableMemoryFails) {
   const Layout l = veneer::test::make_layout(veneer::test::leaf(0, {{10, 32}}, 16));
@@ -516,8 +535,8 @@ TEST_F(DeviceTransfer, ChunkSizesAndWindows) {
       veneer::test::sequence(1000, {{40, -24}}, {veneer::test::leaf(0, {}, 5), veneer::test::leaf(9, {}, 24)}), 1100);
   const int64_t total = l.size * 3;
   const int64_t chunks[] = {1, 2, 3, 255, 256, 4096, int64_t{1} << 20};
-  const std::pair<int64_t, int64_t> windows[] = {
-      {0, total}, {0, 1 << 30}, {1, total - 2}, {total - 1, 10}, {513, 700}, {29, 29}, {total, 5}, {0, 0}};
+  const std::pair<int64_t, int64_t> windows[] = {{0, total}, {0, 1 << 30}, {1, total - 2}, {total - 1, 10},
+                                                 {513, 700}, {29, 29},     {total, 5},     {0, 0}};
   for (int delayed = 0; delayed < 2; ++delayed) {
     rt.set_delay_us(delayed ? 20 : 0);
     for (DeviceMethod m : kMethods)
@@ -578,13 +597,19 @@ TEST_F(DeviceTransfer, DdtbenchLayouts) {
           // Delays on the pipelined method only, with chunks enough to overlap but not thousands.
           if (delayed && (m != DeviceMethod::staged || chunk == 1)) continue;
           rt.set_delay_us(delayed ? 10 : 0);
-          const Transfer whole{.count = shape.count, .bytes = total, .method = m, .chunk = chunk,
-                               .absolute = shape.absolute};
+          const Transfer whole{
+              .count = shape.count, .bytes = total, .method = m, .chunk = chunk, .absolute = shape.absolute};
           SCOPED_TRACE(shape.name + ": " + describe(shape.layout, whole));
           check_transfer(rt, shape.layout, whole, rng);
           if (HasFatalFailure()) return;
-          const Transfer window{.count = shape.count, .skip = total / 3, .bytes = total / 2 + 1, .method = m,
-                                .chunk = chunk == 1 ? 7 : delayed ? 500 : chunk / 3, .absolute = shape.absolute};
+          const Transfer window{.count = shape.count,
+                                .skip = total / 3,
+                                .bytes = total / 2 + 1,
+                                .method = m,
+                                .chunk = chunk == 1 ? 7
+                                         : delayed  ? 500
+                                                    : chunk / 3,
+                                .absolute = shape.absolute};
           SCOPED_TRACE(shape.name + ": " + describe(shape.layout, window));
           check_transfer(rt, shape.layout, window, rng);
           if (HasFatalFailure()) return;
@@ -608,8 +633,11 @@ TEST_F(DeviceTransfer, ThreadsAtOnce) {
       for (int i = 0; i < 12; ++i) {
         const veneer::test::Shape& shape = shapes[static_cast<size_t>(t * 12 + i) % shapes.size()];
         const int64_t total = shape.layout.size * shape.count;
-        const Transfer x{.count = shape.count, .bytes = total, .method = kMethods[(t + i) % 3],
-                         .chunk = 512 + 256 * t, .absolute = shape.absolute};
+        const Transfer x{.count = shape.count,
+                         .bytes = total,
+                         .method = kMethods[(t + i) % 3],
+                         .chunk = 512 + 256 * t,
+                         .absolute = shape.absolute};
         check_transfer(rt, shape.layout, x, rng);
         if (::testing::Test::HasFailure()) ++failures;
       }
