@@ -63,6 +63,24 @@ bool peer_counts(MPI_Comm comm, bool neighborhood, int& nsend, int& nrecv) {
   return false;
 }
 
+// Blocks exchanged with MPI_PROC_NULL: on a Cartesian topology that is not
+// periodic, the border ranks' neighbours in the open directions. The library
+// neither sends nor receives them, so Veneer must neither read those send
+// blocks nor write those receive blocks. Slot 2d is the neighbour at -1 in
+// dimension d, slot 2d+1 the one at +1 (the order of MPI_Cart_shift).
+std::vector<char> absent_neighbours(MPI_Comm comm, bool neighborhood, int n) {
+  std::vector<char> absent(static_cast<size_t>(n), 0);
+  int kind = MPI_UNDEFINED;
+  if (!neighborhood || PMPI_Topo_test(comm, &kind) != MPI_SUCCESS || kind != MPI_CART) return absent;
+  for (int d = 0; 2 * d + 1 < n; ++d) {
+    int below = MPI_PROC_NULL, above = MPI_PROC_NULL;
+    if (PMPI_Cart_shift(comm, d, 1, &below, &above) != MPI_SUCCESS) continue;
+    absent[static_cast<size_t>(2 * d)] = below == MPI_PROC_NULL;
+    absent[static_cast<size_t>(2 * d + 1)] = above == MPI_PROC_NULL;
+  }
+  return absent;
+}
+
 // One side (send or receive) of the exchange rewritten in bytes.
 struct Side {
   std::vector<int> counts, displs;  // bytes
@@ -107,18 +125,20 @@ bool plan_side(Side& s, int n, const int* counts, const std::vector<const Layout
 }
 
 void pack_side(const Side& s, int n, const void* buf, const int* counts, const std::vector<int64_t>& byte_displs,
-               const std::vector<const Layout*>& layouts) {
+               const std::vector<const Layout*>& layouts, const std::vector<char>& absent) {
   for (int i = 0; i < n; ++i) {
     const auto k = static_cast<size_t>(i);
+    if (absent[k]) continue;
     datatypes::pack_all(*layouts[k], counts[i], offset_ptr(buf, byte_displs[k]), s.staging.get() + s.displs[k]);
   }
   counters().add(Counter::bytes_packed, static_cast<uint64_t>(s.total));
 }
 
 void unpack_side(const Side& s, int n, void* buf, const int* counts, const std::vector<int64_t>& byte_displs,
-                 const std::vector<const Layout*>& layouts) {
+                 const std::vector<const Layout*>& layouts, const std::vector<char>& absent) {
   for (int i = 0; i < n; ++i) {
     const auto k = static_cast<size_t>(i);
+    if (absent[k]) continue;
     datatypes::unpack_all(*layouts[k], counts[i], offset_ptr(buf, byte_displs[k]), s.staging.get() + s.displs[k]);
   }
   counters().add(Counter::bytes_unpacked, static_cast<uint64_t>(s.total));
@@ -152,8 +172,10 @@ bool device_alltoallv(VFn fn, bool neighborhood, const void* sendbuf, const int*
     if (!byte_plan(s, ns, sendcounts, sc.layout->size)) return false;
     sstage = kernels::PooledBuffer(*sc.rt, kind, static_cast<size_t>(s.total));
     if (!sstage.get()) return false;
+    const std::vector<char> absent = absent_neighbours(comm, neighborhood, ns);
     for (int i = 0; i < ns; ++i) {
       const auto k = static_cast<size_t>(i);
+      if (absent[k]) continue;
       if (!device::pack_into(sc, sendcounts[i], offset_ptr(sendbuf, int64_t{sdispls[i]} * sc.layout->extent),
                              sstage.get() + s.displs[k], on_device))
         return false;
@@ -168,8 +190,10 @@ bool device_alltoallv(VFn fn, bool neighborhood, const void* sendbuf, const int*
            sc ? MPI_BYTE : sendtype, rc_side ? rstage.get() : recvbuf, rc_side ? r.counts.data() : recvcounts,
            rc_side ? r.displs.data() : rdispls, rc_side ? MPI_BYTE : recvtype, comm);
   if (*rc == MPI_SUCCESS && rc_side) {
+    const std::vector<char> absent = absent_neighbours(comm, neighborhood, nr);
     for (int i = 0; i < nr; ++i) {
       const auto k = static_cast<size_t>(i);
+      if (absent[k]) continue;
       if (!device::unpack_from(rc_side, recvcounts[i],
                                offset_ptr(recvbuf, int64_t{rdispls[i]} * rc_side.layout->extent),
                                rstage.get() + r.displs[k], r.counts[k], on_device))
@@ -210,7 +234,7 @@ int alltoallv_common(VFn fn, bool neighborhood, const void* sendbuf, const int* 
   if (pack_send) {
     ScopedTimer timer;
     for (int i = 0; i < ns; ++i) sbyte[static_cast<size_t>(i)] = int64_t{sdispls[i]} * sl->extent;
-    pack_side(s, ns, sendbuf, sendcounts, sbyte, sls);
+    pack_side(s, ns, sendbuf, sendcounts, sbyte, sls, absent_neighbours(comm, neighborhood, ns));
   }
   for (int i = 0; pack_recv && i < nr; ++i) rbyte[static_cast<size_t>(i)] = int64_t{rdispls[i]} * rl->extent;
   const int rc = fn(pack_send ? s.staging.get() : sendbuf, pack_send ? s.counts.data() : sendcounts,
@@ -219,7 +243,7 @@ int alltoallv_common(VFn fn, bool neighborhood, const void* sendbuf, const int* 
                     pack_recv ? r.displs.data() : rdispls, pack_recv ? MPI_BYTE : recvtype, comm);
   if (rc == MPI_SUCCESS && pack_recv) {
     ScopedTimer timer;
-    unpack_side(r, nr, recvbuf, recvcounts, rbyte, rls);
+    unpack_side(r, nr, recvbuf, recvcounts, rbyte, rls, absent_neighbours(comm, neighborhood, nr));
   }
   counters().add(Counter::alltoall_taken);
   return rc;
@@ -261,7 +285,7 @@ int alltoallw_common(WFn<Disp> fn, bool neighborhood, const void* sendbuf, const
   std::vector<int64_t> sbyte(sdispls, sdispls + ns), rbyte(rdispls, rdispls + nr);
   {
     ScopedTimer timer;
-    pack_side(s, ns, sendbuf, sendcounts, sbyte, sls);
+    pack_side(s, ns, sendbuf, sendcounts, sbyte, sls, absent_neighbours(comm, neighborhood, ns));
   }
   std::vector<MPI_Datatype> sbytes(static_cast<size_t>(ns), MPI_BYTE), rbytes(static_cast<size_t>(nr), MPI_BYTE);
   std::vector<Disp> sd(s.displs.begin(), s.displs.end()), rd(r.displs.begin(), r.displs.end());
@@ -269,7 +293,7 @@ int alltoallw_common(WFn<Disp> fn, bool neighborhood, const void* sendbuf, const
                     rd.data(), rbytes.data(), comm);
   if (rc == MPI_SUCCESS) {
     ScopedTimer timer;
-    unpack_side(r, nr, recvbuf, recvcounts, rbyte, rls);
+    unpack_side(r, nr, recvbuf, recvcounts, rbyte, rls, absent_neighbours(comm, neighborhood, nr));
   }
   counters().add(Counter::alltoall_taken);
   return rc;

@@ -5,6 +5,7 @@
 
 #include <mpi.h>
 
+#include <algorithm>
 #include <optional>
 #include <string>
 
@@ -33,9 +34,9 @@ bool on() {
   return c.enabled && c.collectives;
 }
 
-// Device buffers: with a CUDA-aware library they are its business; otherwise
-// Veneer stages them through pinned host memory (below) and runs the same
-// collective on the host copies, with its own algorithms where they are chosen.
+// Device buffers are staged through pinned host memory (below) and the same
+// collective runs on the host copies, with Veneer's algorithms where they are
+// chosen. Device memory Veneer cannot stage goes to the library.
 template <class Run, class Pass>
 int route(const void* a, const void* b, Run run, Pass pass) {
   if (on() && cpu_accessible(a, b)) {
@@ -48,8 +49,10 @@ int route(const void* a, const void* b, Run run, Pass pass) {
   return pass();
 }
 // A host copy of the part of a device buffer that a collective reads or
-// writes: `count` instances of a contiguous type. Read in at construction
-// when `input`; written back by flush().
+// writes: `count` instances of its type. Read in at construction when
+// `input`; written back by flush(). A contiguous type's bytes are copied as
+// they are; any other type's whole span is copied in and back, so that its
+// gaps come back with the values they had.
 class Mirror {
  public:
   bool ok = true;
@@ -58,35 +61,44 @@ class Mirror {
     if (!buf || buf == MPI_IN_PLACE || count <= 0 || !device::is_device(buf)) return;
     auto layout = datatypes::lookup(type);
     kernels::DeviceRuntime* rt = kernels::device_runtime();
-    if (!layout || !layout->contiguous || !rt) {
+    if (!layout || layout->size <= 0 || !rt) {
       ok = false;
       return;
     }
-    offset_ = layout->true_lb;
-    bytes_ = layout->size * count;
+    if (layout->contiguous) {
+      lo_ = layout->true_lb;
+      bytes_ = layout->size * count;
+    } else {
+      const int64_t reach = (count - 1) * layout->extent;
+      lo_ = layout->true_lb + std::min<int64_t>(0, reach);
+      bytes_ = layout->true_extent + (reach < 0 ? -reach : reach);
+      input = true;
+    }
     staging_ = kernels::PooledBuffer(*rt, kernels::PooledBuffer::Kind::pinned, static_cast<size_t>(bytes_));
     if (!staging_.get()) {
       ok = false;
       return;
     }
-    if (input) ok = device::copy_bytes(staging_.get(), offset_ptr(buf, offset_), bytes_);
+    if (input) ok = device::copy_bytes(staging_.get(), offset_ptr(buf, lo_), bytes_);
   }
-  void* host() const { return staging_.get() ? staging_.get() - offset_ : user_; }
+  void* host() const { return staging_.get() ? offset_ptr(staging_.get(), -lo_) : user_; }
   bool mirrored() const { return staging_.get() != nullptr; }
-  bool flush() const { return !mirrored() || device::copy_bytes(offset_ptr(user_, offset_), staging_.get(), bytes_); }
+  bool flush() const { return !mirrored() || device::copy_bytes(offset_ptr(user_, lo_), staging_.get(), bytes_); }
 
  private:
   void* user_;
-  int64_t offset_ = 0, bytes_ = 0;
+  int64_t lo_ = 0, bytes_ = 0;
   kernels::PooledBuffer staging_;
 };
 
-// Whether a call with these buffers needs staging: a device buffer, no
-// CUDA-aware library, device paths on.
+// Whether a call with these buffers is staged: a device buffer and device
+// paths on. Staged whether or not the library is CUDA-aware: other ranks of
+// the same call may hold host buffers and run one of Veneer's algorithms,
+// and every rank must run the same one, so the choice cannot depend on
+// where this rank's buffers live.
 bool needs_staging(const void* a, const void* b) {
   if (!on() || !config().device || !kernels::device_memory_possible()) return false;
-  const bool dev = (a && a != MPI_IN_PLACE && device::is_device(a)) || (b && b != MPI_IN_PLACE && device::is_device(b));
-  return dev && !device::library_cuda_aware();
+  return (a && a != MPI_IN_PLACE && device::is_device(a)) || (b && b != MPI_IN_PLACE && device::is_device(b));
 }
 
 // Runs `call(send_host, recv_host)` on mirrors of the device buffers and

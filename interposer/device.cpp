@@ -220,58 +220,25 @@ bool unpack_from_library(const Carried& c, int64_t count, void* buf, const Packe
   return unpack_from(c, count, buf, landing.data, received, landing.storage.kind() == PooledBuffer::Kind::device);
 }
 
+// MPI_Pack's packed buffer may be ordinary host memory, which a kernel
+// cannot write: the one-shot kernel writes pinned memory and the result is
+// copied; the staged pipeline's copy engine reaches pageable memory itself.
 bool pack(const Carried& c, int64_t count, const void* user, void* packed) {
-  DeviceScope scope(*c.rt, c.device);
-  if (!scope.ok()) return false;
-  ScopedTimer timer;
-  if (is_device(packed)) {
-    if (!kernels::pack_from_device(*c.rt, *c.packer, *c.layout, count, user, 0, c.bytes, packed,
-                                   DeviceMethod::on_device, options()))
-      return false;
-    count_method(DeviceMethod::on_device);
-  } else if (host_method(c.bytes) == DeviceMethod::oneshot) {
-    // The kernel writes pinned memory only; the user's buffer gets a copy.
-    PooledBuffer pinned(*c.rt, PooledBuffer::Kind::pinned, static_cast<size_t>(c.bytes));
-    if (!pinned.get() || !kernels::pack_from_device(*c.rt, *c.packer, *c.layout, count, user, 0, c.bytes, pinned.get(),
-                                                    DeviceMethod::oneshot, options()))
-      return false;
-    std::memcpy(packed, pinned.get(), static_cast<size_t>(c.bytes));
-    count_method(DeviceMethod::oneshot);
-  } else {
-    if (!kernels::pack_from_device(*c.rt, *c.packer, *c.layout, count, user, 0, c.bytes, packed, DeviceMethod::staged,
-                                   options()))
-      return false;
-    count_method(DeviceMethod::staged);
-  }
-  counters().add(Counter::bytes_packed, static_cast<uint64_t>(c.bytes));
+  if (is_device(packed)) return pack_into(c, count, user, packed, true);
+  if (host_method(c.bytes) == DeviceMethod::staged) return pack_into(c, count, user, packed, false);
+  PooledBuffer pinned(*c.rt, PooledBuffer::Kind::pinned, static_cast<size_t>(c.bytes));
+  if (!pinned.get() || !pack_into(c, count, user, pinned.get(), false)) return false;
+  std::memcpy(packed, pinned.get(), static_cast<size_t>(c.bytes));
   return true;
 }
 
 bool unpack(const Carried& c, int64_t count, void* user, const void* packed) {
-  DeviceScope scope(*c.rt, c.device);
-  if (!scope.ok()) return false;
-  ScopedTimer timer;
-  if (is_device(packed)) {
-    if (!kernels::unpack_to_device(*c.rt, *c.packer, *c.layout, count, user, 0, c.bytes, packed,
-                                   DeviceMethod::on_device, options()))
-      return false;
-    count_method(DeviceMethod::on_device);
-  } else if (host_method(c.bytes) == DeviceMethod::oneshot) {
-    PooledBuffer pinned(*c.rt, PooledBuffer::Kind::pinned, static_cast<size_t>(c.bytes));
-    if (!pinned.get()) return false;
-    std::memcpy(pinned.get(), packed, static_cast<size_t>(c.bytes));
-    if (!kernels::unpack_to_device(*c.rt, *c.packer, *c.layout, count, user, 0, c.bytes, pinned.get(),
-                                   DeviceMethod::oneshot, options()))
-      return false;
-    count_method(DeviceMethod::oneshot);
-  } else {
-    if (!kernels::unpack_to_device(*c.rt, *c.packer, *c.layout, count, user, 0, c.bytes, packed, DeviceMethod::staged,
-                                   options()))
-      return false;
-    count_method(DeviceMethod::staged);
-  }
-  counters().add(Counter::bytes_unpacked, static_cast<uint64_t>(c.bytes));
-  return true;
+  if (is_device(packed)) return unpack_from(c, count, user, packed, c.bytes, true);
+  if (host_method(c.bytes) == DeviceMethod::staged) return unpack_from(c, count, user, packed, c.bytes, false);
+  PooledBuffer pinned(*c.rt, PooledBuffer::Kind::pinned, static_cast<size_t>(c.bytes));
+  if (!pinned.get()) return false;
+  std::memcpy(pinned.get(), packed, static_cast<size_t>(c.bytes));
+  return unpack_from(c, count, user, pinned.get(), c.bytes, false);
 }
 
 bool copy_bytes(void* dst, const void* src, int64_t bytes) {

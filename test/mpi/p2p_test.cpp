@@ -280,10 +280,10 @@ TEST(Alltoall, VAndWAgreeWithLibrary) {
   const size_t n = static_cast<size_t>(3 * p) * 31 + 64;
   auto src = pattern(n, 1000.0 * me);
   std::vector<double> a(n, -1.0), b(n, -1.0);
-  MPI_Alltoallv(src.data(), counts.data(), displs.data(), col.type, a.data(), rcounts.data(), rdispls.data(),
-                col.type, MPI_COMM_WORLD);
-  PMPI_Alltoallv(src.data(), counts.data(), displs.data(), col.type, b.data(), rcounts.data(), rdispls.data(),
-                 col.type, MPI_COMM_WORLD);
+  MPI_Alltoallv(src.data(), counts.data(), displs.data(), col.type, a.data(), rcounts.data(), rdispls.data(), col.type,
+                MPI_COMM_WORLD);
+  PMPI_Alltoallv(src.data(), counts.data(), displs.data(), col.type, b.data(), rcounts.data(), rdispls.data(), col.type,
+                 MPI_COMM_WORLD);
   EXPECT_EQ(a, b);
   // Alltoallw: byte displacements and a different type per peer (column or plain doubles).
   std::vector<MPI_Datatype> types(static_cast<size_t>(p));
@@ -321,6 +321,31 @@ TEST(Alltoall, NeighborhoodAgreesWithLibrary) {
   int counts[2] = {1, 1}, displs[2] = {0, 1};
   // One column at extents 0 and 1 (interleaved, extent 78 doubles... keep them apart).
   displs[1] = 1;
+  MPI_Neighbor_alltoallv(src.data(), counts, displs, col.type, a.data(), counts, displs, col.type, ring);
+  PMPI_Neighbor_alltoallv(src.data(), counts, displs, col.type, b.data(), counts, displs, col.type, ring);
+  EXPECT_EQ(a, b);
+  MPI_Aint wd[2] = {0, 78 * 8};
+  MPI_Datatype types[2] = {col.type, col.type};
+  std::fill(a.begin(), a.end(), -1.0);
+  std::fill(b.begin(), b.end(), -1.0);
+  MPI_Neighbor_alltoallw(src.data(), counts, wd, types, a.data(), counts, wd, types, ring);
+  PMPI_Neighbor_alltoallw(src.data(), counts, wd, types, b.data(), counts, wd, types, ring);
+  EXPECT_EQ(a, b);
+  MPI_Comm_free(&ring);
+}
+
+// An open (non-periodic) ring: the border ranks' missing neighbours are
+// MPI_PROC_NULL, whose receive blocks the library leaves untouched.
+TEST(Alltoall, NeighborhoodOnAnOpenRingLeavesProcNullBlocksAlone) {
+  const int p = size_of(), me = rank_of();
+  MPI_Comm ring;
+  int dims[1] = {p}, periods[1] = {0};
+  MPI_Cart_create(MPI_COMM_WORLD, 1, dims, periods, 0, &ring);
+  Column col(20, 2, 4);
+  const size_t n = 4 * 20 * 2 + 16;
+  auto src = pattern(n, 10.0 * me);
+  std::vector<double> a(n, -1.0), b(n, -1.0);
+  int counts[2] = {1, 1}, displs[2] = {0, 1};
   MPI_Neighbor_alltoallv(src.data(), counts, displs, col.type, a.data(), counts, displs, col.type, ring);
   PMPI_Neighbor_alltoallv(src.data(), counts, displs, col.type, b.data(), counts, displs, col.type, ring);
   EXPECT_EQ(a, b);
