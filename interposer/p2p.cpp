@@ -53,7 +53,9 @@ void unpack_received(const datatypes::Layout& layout, int count, void* buf, cons
 
 // A device buffer Veneer carries for a send or receive with `peer`, or empty.
 device::Carried carried(const void* buf, int count, MPI_Datatype type, int peer) {
-  if (peer == MPI_PROC_NULL || count <= 0 || !kernels::device_runtime()) return {};
+  const Config& cfg = config();
+  if (!cfg.enabled || !cfg.device || !cfg.p2p || peer == MPI_PROC_NULL || count <= 0 || !kernels::device_runtime())
+    return {};
   device::Carried c = device::classify(buf, count, type, true);
   if (c && c.bytes > INT_MAX) {
     counters().add(Counter::device_passed);
