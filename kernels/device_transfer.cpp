@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <initializer_list>
 #include <mutex>
+#include <optional>
 #include <vector>
 
 namespace veneer::kernels {
@@ -91,10 +92,40 @@ class Steps {
   std::vector<DeviceEvent> events_;
 };
 
-// The chunk size of a staged transfer: the option, and no more than the message.
-int64_t staged_chunk(int64_t bytes, const TransferOptions& options) {
-  const int64_t chunk = std::max<int64_t>(1, options.chunk);
-  return std::min<int64_t>(bytes, chunk);
+// The double-buffered device scratch of a staged transfer: chunk k of the
+// message lives in half k % 2 (one half if one chunk holds everything), each
+// half 256-byte aligned.
+struct Halves {
+  Halves(DeviceRuntime& rt, int64_t bytes, const TransferOptions& options)
+      : bytes(bytes),
+        chunk(std::min<int64_t>(bytes, std::max<int64_t>(1, options.chunk))),
+        chunks((bytes + chunk - 1) / chunk),
+        half(static_cast<int64_t>(round_up(static_cast<size_t>(chunk), 256))),
+        scratch(rt, PooledBuffer::Kind::device, static_cast<size_t>(chunks > 1 ? 2 * half : half)) {}
+  char* of(int64_t k) const { return scratch.get() + (k & 1) * half; }
+  int64_t offset(int64_t k) const { return k * chunk; }
+  int64_t size(int64_t k) const { return std::min(chunk, bytes - k * chunk); }
+
+  const int64_t bytes, chunk, chunks, half;
+  PooledBuffer scratch;
+};
+
+// What both directions do before the staged pipeline: clamp the window, and
+// finish at once a contiguous layout (one copy-engine move, whatever the
+// method) or a one-launch method. Returns nullopt when the staged pipeline
+// is still to run.
+template <class Copy, class Launch>
+std::optional<bool> direct(Steps& step, DeviceStream s0, const datatypes::Layout& layout, DeviceMethod method,
+                           Copy copy, Launch launch) {
+  if (layout.contiguous) {
+    step(copy);
+    return step.finish({s0});
+  }
+  if (method != DeviceMethod::staged) {
+    step(launch);
+    return step.finish({s0});
+  }
+  return std::nullopt;
 }
 
 }  // namespace
@@ -197,49 +228,32 @@ bool pack_from_device(DeviceRuntime& rt, const DevicePacker& packer, const datat
   Steps step(rt);
   DeviceStream s0 = rt.stream(0);
   if (!s0) return false;
-  if (layout.contiguous) {
-    // One run of bytes: the copy engine moves it, whatever the method.
-    step([&] { return rt.copy(out, at(buf, layout.true_lb + skip), static_cast<size_t>(bytes), s0); });
-    return step.finish({s0});
-  }
-  if (method != DeviceMethod::staged) {
-    step([&] { return rt.pack(packer, count, buf, skip, bytes, out, s0); });
-    return step.finish({s0});
-  }
+  if (auto done = direct(
+          step, s0, layout, method,
+          [&] { return rt.copy(out, at(buf, layout.true_lb + skip), static_cast<size_t>(bytes), s0); },
+          [&] { return rt.pack(packer, count, buf, skip, bytes, out, s0); }))
+    return *done;
   // Staged: chunk k is packed into one half of a device scratch buffer on
   // stream 0 while the copy engine moves chunk k-1 out of the other half on
   // stream 1. A half is packed into again only after its copy has left.
   DeviceStream s1 = rt.stream(1);
-  if (!s1) return false;
-  const int64_t chunk = staged_chunk(bytes, options);
-  const int64_t half = static_cast<int64_t>(round_up(static_cast<size_t>(chunk), 256));
-  PooledBuffer scratch(rt, PooledBuffer::Kind::device, static_cast<size_t>(bytes > chunk ? 2 * half : half));
-  if (!scratch.get()) return false;
+  Halves h(rt, bytes, options);
+  if (!s1 || !h.scratch.get()) return false;
   DeviceEvent packed[2] = {step.event(), step.event()};
   DeviceEvent copied[2] = {step.event(), step.event()};
-  const int64_t chunks = (bytes + chunk - 1) / chunk;
   auto queue_pack = [&](int64_t k) {
-    const int slot = static_cast<int>(k & 1);
-    const int64_t done = k * chunk;
-    if (k >= 2) step([&] { return rt.wait(s0, copied[slot]); });
-    step([&] {
-      return rt.pack(packer, count, buf, skip + done, std::min(chunk, bytes - done), scratch.get() + slot * half, s0);
-    });
-    step([&] { return rt.record(packed[slot], s0); });
+    if (k >= 2) step([&] { return rt.wait(s0, copied[k & 1]); });
+    step([&] { return rt.pack(packer, count, buf, skip + h.offset(k), h.size(k), h.of(k), s0); });
+    step([&] { return rt.record(packed[k & 1], s0); });
   };
   // Pack k+1 is queued before copy k: a copy into pageable memory returns
   // only when it is done, and the GPU must already have the next pack to do.
   queue_pack(0);
-  for (int64_t k = 0; k < chunks && step.ok(); ++k) {
-    const int slot = static_cast<int>(k & 1);
-    const int64_t done = k * chunk;
-    if (k + 1 < chunks) queue_pack(k + 1);
-    step([&] { return rt.wait(s1, packed[slot]); });
-    step([&] {
-      return rt.copy(at(out, done), scratch.get() + slot * half, static_cast<size_t>(std::min(chunk, bytes - done)),
-                     s1);
-    });
-    step([&] { return rt.record(copied[slot], s1); });
+  for (int64_t k = 0; k < h.chunks && step.ok(); ++k) {
+    if (k + 1 < h.chunks) queue_pack(k + 1);
+    step([&] { return rt.wait(s1, packed[k & 1]); });
+    step([&] { return rt.copy(at(out, h.offset(k)), h.of(k), static_cast<size_t>(h.size(k)), s1); });
+    step([&] { return rt.record(copied[k & 1], s1); });
   }
   return step.finish({s0, s1});
 }
@@ -252,35 +266,26 @@ bool unpack_to_device(DeviceRuntime& rt, const DevicePacker& packer, const datat
   Steps step(rt);
   DeviceStream s0 = rt.stream(0);
   if (!s0) return false;
-  if (layout.contiguous) {
-    step([&] { return rt.copy(at(buf, layout.true_lb + skip), in, static_cast<size_t>(bytes), s0); });
-    return step.finish({s0});
-  }
-  if (method != DeviceMethod::staged) {
-    step([&] { return rt.unpack(packer, count, buf, skip, bytes, in, s0); });
-    return step.finish({s0});
-  }
+  if (auto done = direct(
+          step, s0, layout, method,
+          [&] { return rt.copy(at(buf, layout.true_lb + skip), in, static_cast<size_t>(bytes), s0); },
+          [&] { return rt.unpack(packer, count, buf, skip, bytes, in, s0); }))
+    return *done;
   // Staged: the copy engine brings chunk k into one half of the scratch on
   // stream 1 while chunk k-1 is unpacked from the other half on stream 0; a
   // half is refilled only after its unpacking has finished.
   DeviceStream s1 = rt.stream(1);
-  if (!s1) return false;
-  const int64_t chunk = staged_chunk(bytes, options);
-  const int64_t half = static_cast<int64_t>(round_up(static_cast<size_t>(chunk), 256));
-  PooledBuffer scratch(rt, PooledBuffer::Kind::device, static_cast<size_t>(bytes > chunk ? 2 * half : half));
-  if (!scratch.get()) return false;
+  Halves h(rt, bytes, options);
+  if (!s1 || !h.scratch.get()) return false;
   DeviceEvent arrived[2] = {step.event(), step.event()};
   DeviceEvent unpacked[2] = {step.event(), step.event()};
-  for (int64_t done = 0, k = 0; done < bytes && step.ok(); done += chunk, ++k) {
-    const int slot = static_cast<int>(k & 1);
-    const int64_t n = std::min(chunk, bytes - done);
-    char* half_buf = scratch.get() + slot * half;
-    if (k >= 2) step([&] { return rt.wait(s1, unpacked[slot]); });
-    step([&] { return rt.copy(half_buf, at(in, done), static_cast<size_t>(n), s1); });
-    step([&] { return rt.record(arrived[slot], s1); });
-    step([&] { return rt.wait(s0, arrived[slot]); });
-    step([&] { return rt.unpack(packer, count, buf, skip + done, n, half_buf, s0); });
-    step([&] { return rt.record(unpacked[slot], s0); });
+  for (int64_t k = 0; k < h.chunks && step.ok(); ++k) {
+    if (k >= 2) step([&] { return rt.wait(s1, unpacked[k & 1]); });
+    step([&] { return rt.copy(h.of(k), at(in, h.offset(k)), static_cast<size_t>(h.size(k)), s1); });
+    step([&] { return rt.record(arrived[k & 1], s1); });
+    step([&] { return rt.wait(s0, arrived[k & 1]); });
+    step([&] { return rt.unpack(packer, count, buf, skip + h.offset(k), h.size(k), h.of(k), s0); });
+    step([&] { return rt.record(unpacked[k & 1], s0); });
   }
   return step.finish({s0, s1});
 }
