@@ -11,6 +11,7 @@
 #include <mutex>
 
 #include "algorithms/buffers.h"
+#include "algorithms/decisions.h"
 #include "algorithms/primitives.h"
 #include "algorithms/select.h"
 #include "algorithms/tuning.h"
@@ -179,7 +180,9 @@ size_t index_of(const Algorithm* a) {
 }
 
 void count(Collective c, const Algorithm* a) {
-  // (The interposer counts taken / passed calls for the summary; these are per algorithm.)
+  // (The interposer counts taken / passed calls for the summary; these are per
+  // algorithm.) Shared atomics cost every call: only while a report is wanted.
+  if (config().report == 0) return;
   g_counts[static_cast<size_t>(c)][index_of(a)].fetch_add(1, std::memory_order_relaxed);
 }
 
@@ -259,41 +262,74 @@ int run_library(const Call& c, MPI_Comm comm) {
   return MPI_ERR_INTERN;
 }
 
-std::optional<int> take(const Call& c, MPI_Comm comm) {
-  auto pass = [&]() -> std::optional<int> {
-    count(c.collective, nullptr);
-    return std::nullopt;
-  };
-  if (!config().collectives || comm == MPI_COMM_NULL) return pass();
+// Whether a decision about `c` may be remembered (decisions.h): its handles
+// cannot change meaning unnoticed, and reduce_scatter's counts array is not
+// part of the key.
+bool rememberable(const Call& c) {
+  if (c.collective == Collective::reduce_scatter) return false;
+  if (is_reduction(c.collective) && !predefined_op_accepts(c.op, TypeClass::none)) return false;
+  for (MPI_Datatype t : {c.type, c.stype}) {
+    if (t == MPI_DATATYPE_NULL) continue;
+    auto info = TypeInfo::of(t);
+    if (!info || !info->named) return false;
+  }
+  return true;
+}
+
+// Decides about a call not decided before: the library (algorithm null) or
+// one of Veneer's algorithms on the communicator's hierarchy.
+Decision decide(const Call& c, MPI_Comm comm) {
   int inter = 0, p = 0;
-  if (PMPI_Comm_test_inter(comm, &inter) != MPI_SUCCESS || inter) return pass();
-  if (PMPI_Comm_size(comm, &p) != MPI_SUCCESS || p < 2) return pass();
+  if (PMPI_Comm_test_inter(comm, &inter) != MPI_SUCCESS || inter) return {};
+  if (PMPI_Comm_size(comm, &p) != MPI_SUCCESS || p < 2) return {};
   auto prep = prepare(c, p, nullptr);
-  if (!prep || prep->bytes == 0) return pass();
+  if (!prep || prep->bytes == 0) return {};
   auto rules = tuning();
   // A rule that sends this size to the library spares building the hierarchy.
   const Rule* rule = rules->rule_for(c.collective, prep->bytes);
-  if (rule && rule->choices.size() == 1 && rule->choices[0] == "library") return pass();
+  if (rule && rule->choices.size() == 1 && rule->choices[0] == "library") return {};
   const Hierarchy* h = topology::hierarchy(comm);
-  if (!h) return pass();
+  if (!h) return {};
   const Shape s = shape_from(c, *prep, *h);
   auto m = model();
   const Choice choice = choose(s, *rules, *m);
   if (config().log_level >= LogLevel::debug)
     log(LogLevel::debug, "%s: %s: %s", describe(s).c_str(),
         std::string(choice.algorithm ? choice.algorithm->name : "library").c_str(), choice.reason.c_str());
-  if (!choice.algorithm) return pass();
-  count(c.collective, choice.algorithm);
-  return execute(*choice.algorithm, c, *h);
+  return {choice.algorithm, choice.algorithm ? h : nullptr};
+}
+
+std::optional<int> take(const Call& c, MPI_Comm comm) {
+  if (!config().collectives || comm == MPI_COMM_NULL) {
+    count(c.collective, nullptr);
+    return std::nullopt;
+  }
+  const DecisionKey key = decision_key(c, comm);
+  const Decision* known = recall_decision(key);
+  Decision fresh;
+  if (!known) {
+    fresh = decide(c, comm);
+    if (rememberable(c) && watch_communicator(comm)) remember_decision(key, fresh);
+    known = &fresh;
+  }
+  count(c.collective, known->algorithm);
+  if (!known->algorithm) return std::nullopt;
+  return execute(*known->algorithm, c, *known->hierarchy);
 }
 
 }  // namespace
 
 // ---- Public API --------------------------------------------------------------
 
-void collectives_init() { g_tuning.store(std::make_shared<const Tuning>(Tuning::from_env())); }
+void collectives_init() {
+  g_tuning.store(std::make_shared<const Tuning>(Tuning::from_env()));
+  forget_decisions();
+}
 
-void collectives_finalize() { topology::forget_hierarchy(MPI_COMM_WORLD); }
+void collectives_finalize() {
+  decisions_finalize();
+  topology::forget_hierarchy(MPI_COMM_WORLD);
+}
 
 std::optional<int> allreduce(const void* sbuf, void* rbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm) {
   return take({.collective = Collective::allreduce, .sbuf = sbuf, .rbuf = rbuf, .count = count, .type = type, .op = op},
@@ -388,7 +424,10 @@ std::string explain(Collective c, int64_t bytes, MPI_Comm comm) {
   return explain(s, *tuning(), *model());
 }
 
-void set_cost_model(const CostModel& m) { g_model.store(std::make_shared<const CostModel>(m)); }
+void set_cost_model(const CostModel& m) {
+  g_model.store(std::make_shared<const CostModel>(m));
+  forget_decisions();
+}
 const CostModel& cost_model() {
   // Models are replaced rarely; each one is kept alive for the process so references stay valid.
   static std::mutex keep_mutex;

@@ -20,6 +20,7 @@
 
 #include "algorithms/algorithm.h"
 #include "algorithms/cost_model.h"
+#include "algorithms/decisions.h"
 
 namespace veneer::algorithms {
 
@@ -75,6 +76,12 @@ struct Call {
   MPI_Op op = MPI_OP_NULL;
   int root = 0;
 };
+
+// What a decision about `call` on comm is remembered by (decisions.h).
+inline DecisionKey decision_key(const Call& c, MPI_Comm comm) {
+  return {.comm = comm, .type = c.type, .stype = c.stype, .op = c.op, .count = c.count, .scount = c.scount,
+          .root = c.root, .collective = c.collective, .in_place = c.sbuf == MPI_IN_PLACE};
+}
 
 // Runs `algorithm` (or "library": PMPI on h.comm) for `call` on hierarchy h,
 // bypassing the selection; nullopt (with why_not) when it is unknown, not

@@ -1,5 +1,6 @@
 #include "datatypes/cache.h"
 
+#include <array>
 #include <atomic>
 #include <mutex>
 #include <shared_mutex>
@@ -11,6 +12,11 @@
 #include "support/log.h"
 
 namespace veneer::datatypes {
+namespace detail {
+constinit thread_local FrontTable* t_front [[gnu::tls_model("initial-exec")]] = nullptr;
+std::atomic<uint64_t> g_epoch{1};
+}  // namespace detail
+
 namespace {
 
 uint64_t key_of(MPI_Datatype h) { return handle_key(h); }
@@ -23,7 +29,7 @@ struct Entry {
 struct Cache {
   std::shared_mutex mutex;
   std::unordered_map<uint64_t, Entry> entries;
-  std::atomic<uint64_t> epoch{1};  // bumped whenever an entry leaves
+  std::atomic<uint64_t>& epoch = detail::g_epoch;
   int keyval = MPI_KEYVAL_INVALID;
   std::atomic<int64_t> hits{0}, misses{0}, decoded{0}, unsupported{0}, evicted{0};
 };
@@ -33,13 +39,37 @@ Cache& cache() {
   return *c;
 }
 
-// A small per-thread direct-mapped front, valid while the epoch is unchanged.
-struct Front {
-  uint64_t key = 0;
-  uint64_t epoch = 0;
-  std::shared_ptr<const Layout> layout;
+using detail::Front;
+using detail::FrontTable;
+using detail::front_hit;
+using detail::set_of;
+using detail::t_front;
+
+struct FrontOwner {
+  std::unique_ptr<FrontTable> table;
+  ~FrontOwner() { t_front = nullptr; }
 };
-thread_local Front t_front[64];
+
+FrontTable& front_table() {
+  if (!t_front) {
+    thread_local FrontOwner owner;
+    owner.table = std::make_unique<FrontTable>();
+    t_front = owner.table.get();
+  }
+  return *t_front;
+}
+
+// Stores a fresh entry as the most recent of its set (the other one is
+// kept if still valid, the older one dropped).
+const Front& front_fill(uint64_t key, uint64_t epoch, std::shared_ptr<const Layout> layout) {
+  FrontTable& t = front_table();
+  const size_t i = set_of(key);
+  Front& first = t.slots[i];
+  Front& second = t.slots[i + 1];
+  if (first.key != key && first.epoch == epoch) second = std::move(first);
+  first = Front{key, epoch, std::move(layout)};
+  return first;
+}
 
 int on_type_free(MPI_Datatype type, int, void*, void*) {
   Cache& c = cache();
@@ -103,10 +133,9 @@ std::shared_ptr<const Layout> lookup(MPI_Datatype type) {
   Cache& c = cache();
   const uint64_t key = key_of(type);
   const uint64_t epoch = c.epoch.load(std::memory_order_acquire);
-  Front& f = t_front[(key >> 4 ^ key) & 63];
-  if (f.key == key && f.epoch == epoch) {
+  if (const Front* f = front_hit(key, epoch)) {
     if (config().report != 0) c.hits.fetch_add(1, std::memory_order_relaxed);  // a shared line: only when reported
-    return f.layout;
+    return f->layout;
   }
   c.misses.fetch_add(1, std::memory_order_relaxed);
   bool known = false;
@@ -116,7 +145,7 @@ std::shared_ptr<const Layout> lookup(MPI_Datatype type) {
     if (it != c.entries.end()) {
       known = true;
       if (it->second.decoded) {
-        f = {key, epoch, it->second.layout};
+        front_fill(key, epoch, it->second.layout);
         return it->second.layout;
       }
     }
@@ -145,20 +174,18 @@ std::shared_ptr<const Layout> lookup(MPI_Datatype type) {
     if (it == c.entries.end()) return layout;  // freed meanwhile: use once, keep nothing
     it->second = Entry{layout, true};
   }
-  f = {key, c.epoch.load(std::memory_order_acquire), layout};
+  front_fill(key, c.epoch.load(std::memory_order_acquire), layout);
   return layout;
 }
 
-const Layout* peek(MPI_Datatype type) {
-  if (type == MPI_DATATYPE_NULL) return nullptr;
+const Layout* detail::peek_slow(MPI_Datatype type) {
   Cache& c = cache();
   const uint64_t key = key_of(type);
-  Front& f = t_front[(key >> 4 ^ key) & 63];
-  if (f.key == key && f.epoch == c.epoch.load(std::memory_order_acquire)) return f.layout.get();
   // A miss fills this thread's front, which then holds the reference; when
   // it did not (a race with a free), answer "unknown" and let the call pass.
   auto layout = lookup(type);
-  return layout && f.key == key && f.layout == layout ? layout.get() : nullptr;
+  const Front* f = layout ? front_hit(key, c.epoch.load(std::memory_order_acquire)) : nullptr;
+  return f && f->layout == layout ? layout.get() : nullptr;
 }
 
 CacheStats cache_stats() {

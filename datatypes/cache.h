@@ -6,10 +6,14 @@
 // returns null and the caller passes through to the library.
 #include <mpi.h>
 
+#include <array>
+#include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 
 #include "datatypes/layout.h"
+#include "support/handle.h"
 
 namespace veneer::datatypes {
 
@@ -22,10 +26,59 @@ void note_committed(MPI_Datatype type);
 // The layout of `type`, or null if Veneer cannot or must not describe it.
 std::shared_ptr<const Layout> lookup(MPI_Datatype type);
 
+namespace detail {
+// A per-thread front of the cache, valid while the epoch is unchanged: two-way
+// set associative, big enough for an application's working set of types (a
+// halo code with a type per face and field holds hundreds) so that lookups
+// stay off the shared table. Heap-allocated on a thread's first lookup and
+// reached through one pointer in static TLS (no call into the loader per lookup).
+struct Front {
+  uint64_t key = 0;
+  uint64_t epoch = 0;
+  std::shared_ptr<const Layout> layout;
+};
+inline constexpr size_t kFrontSets = 2048;
+struct FrontTable {
+  std::array<Front, 2 * kFrontSets> slots;
+};
+extern thread_local constinit FrontTable* t_front [[gnu::tls_model("initial-exec")]];
+extern std::atomic<uint64_t> g_epoch;  // bumped whenever an entry leaves the cache
+inline size_t set_of(uint64_t key) { return 2 * ((key >> 4 ^ key >> 13 ^ key) & (kFrontSets - 1)); }
+// This thread's valid front entry for key, or null.
+[[gnu::always_inline]] inline const Front* front_hit(uint64_t key, uint64_t epoch) {
+  FrontTable* t = t_front;
+  if (!t) return nullptr;
+  const size_t i = set_of(key);
+  if (t->slots[i].key == key && t->slots[i].epoch == epoch) return &t->slots[i];
+  if (t->slots[i + 1].key == key && t->slots[i + 1].epoch == epoch) return &t->slots[i + 1];
+  return nullptr;
+}
+const Layout* peek_slow(MPI_Datatype type);
+}  // namespace detail
+
+// This thread's front alone, for the quickest checks: true with *layout set
+// (null: a type Veneer does not describe) when the front knows the type;
+// false when it does not (ask peek(), which fills it).
+[[gnu::always_inline]] inline bool peek_front(MPI_Datatype type, const Layout** layout) {
+  if (type == MPI_DATATYPE_NULL) {
+    *layout = nullptr;
+    return true;
+  }
+  const detail::Front* f = detail::front_hit(handle_key(type), detail::g_epoch.load(std::memory_order_acquire));
+  if (!f) return false;
+  *layout = f->layout.get();
+  return true;
+}
+
 // The same, without taking a reference: the pointer is valid until the type
 // is freed or this thread looks up another type. For quick checks on the
-// pass-through path.
-const Layout* peek(MPI_Datatype type);
+// pass-through path: a hit in this thread's front is a few loads.
+[[gnu::always_inline]] inline const Layout* peek(MPI_Datatype type) {
+  if (type == MPI_DATATYPE_NULL) return nullptr;
+  if (const detail::Front* f = detail::front_hit(handle_key(type), detail::g_epoch.load(std::memory_order_acquire)))
+    return f->layout.get();
+  return detail::peek_slow(type);
+}
 
 struct CacheStats {
   int64_t entries = 0, hits = 0, misses = 0, decoded = 0, unsupported = 0, evicted = 0;

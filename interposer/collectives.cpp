@@ -96,8 +96,9 @@ class Mirror {
 // the same call may hold host buffers and run one of Veneer's algorithms,
 // and every rank must run the same one, so the choice cannot depend on
 // where this rank's buffers live.
+bool staging_possible() { return on() && config().device && kernels::device_memory_possible(); }
 bool needs_staging(const void* a, const void* b) {
-  if (!on() || !config().device || !kernels::device_memory_possible()) return false;
+  if (!staging_possible()) return false;
   return (a && a != MPI_IN_PLACE && device::is_device(a)) || (b && b != MPI_IN_PLACE && device::is_device(b));
 }
 
@@ -135,7 +136,7 @@ bool intercomm(MPI_Comm comm) {
 
 }  // namespace
 
-extern "C" int MPI_Allreduce(const void* sbuf, void* rbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm) {
+[[gnu::noinline]] static int allreduce_slow(const void* sbuf, void* rbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm) {
   if (needs_staging(sbuf, rbuf) && !intercomm(comm)) {
     if (auto rc = staged(sbuf, count, type, rbuf, count, type, sbuf == MPI_IN_PLACE,
                          [&](const void* s, void* r) { return MPI_Allreduce(s, r, count, type, op, comm); }))
@@ -146,7 +147,7 @@ extern "C" int MPI_Allreduce(const void* sbuf, void* rbuf, int count, MPI_Dataty
       [&] { return next::Allreduce(sbuf, rbuf, count, type, op, comm); });
 }
 
-extern "C" int MPI_Bcast(void* buf, int count, MPI_Datatype type, int root, MPI_Comm comm) {
+[[gnu::noinline]] static int bcast_slow(void* buf, int count, MPI_Datatype type, int root, MPI_Comm comm) {
   if (needs_staging(buf, buf) && !intercomm(comm)) {
     const bool is_root = comm_rank(comm) == root;
     // The root's buffer is read, everyone else's written: one mirror, read in at the root.
@@ -163,23 +164,25 @@ extern "C" int MPI_Bcast(void* buf, int count, MPI_Datatype type, int root, MPI_
       [&] { return next::Bcast(buf, count, type, root, comm); });
 }
 
-extern "C" int MPI_Reduce(const void* sbuf, void* rbuf, int count, MPI_Datatype type, MPI_Op op, int root,
+[[gnu::noinline]] static int reduce_slow(const void* sbuf, void* rbuf, int count, MPI_Datatype type, MPI_Op op, int root,
                           MPI_Comm comm) {
-  const bool is_root = !intercomm(comm) && comm_rank(comm) == root;
-  // The receive buffer matters at the root only (elsewhere it may be anything).
-  void* rb = is_root ? rbuf : nullptr;
-  if (needs_staging(sbuf, rb) && !intercomm(comm)) {
-    if (auto rc = staged(sbuf, count, type, rb, count, type, sbuf == MPI_IN_PLACE, [&](const void* s, void* r) {
-          return MPI_Reduce(s, is_root ? r : rbuf, count, type, op, root, comm);
-        }))
-      return *rc;
+  if (staging_possible() && !intercomm(comm)) {
+    const bool is_root = comm_rank(comm) == root;
+    // The receive buffer matters at the root only (elsewhere it may be anything).
+    void* rb = is_root ? rbuf : nullptr;
+    if (needs_staging(sbuf, rb)) {
+      if (auto rc = staged(sbuf, count, type, rb, count, type, sbuf == MPI_IN_PLACE, [&](const void* s, void* r) {
+            return MPI_Reduce(s, is_root ? r : rbuf, count, type, op, root, comm);
+          }))
+        return *rc;
+    }
   }
   return route(
       sbuf, rbuf, [&] { return alg::reduce(sbuf, rbuf, count, type, op, root, comm); },
       [&] { return next::Reduce(sbuf, rbuf, count, type, op, root, comm); });
 }
 
-extern "C" int MPI_Allgather(const void* sbuf, int scount, MPI_Datatype stype, void* rbuf, int rcount,
+[[gnu::noinline]] static int allgather_slow(const void* sbuf, int scount, MPI_Datatype stype, void* rbuf, int rcount,
                              MPI_Datatype rtype, MPI_Comm comm) {
   if (needs_staging(sbuf, rbuf) && !intercomm(comm)) {
     if (auto rc =
@@ -211,7 +214,7 @@ extern "C" int MPI_Reduce_scatter(const void* sbuf, void* rbuf, const int rcount
       [&] { return next::Reduce_scatter(sbuf, rbuf, rcounts, type, op, comm); });
 }
 
-extern "C" int MPI_Reduce_scatter_block(const void* sbuf, void* rbuf, int rcount, MPI_Datatype type, MPI_Op op,
+[[gnu::noinline]] static int reduce_scatter_block_slow(const void* sbuf, void* rbuf, int rcount, MPI_Datatype type, MPI_Op op,
                                         MPI_Comm comm) {
   if (needs_staging(sbuf, rbuf) && !intercomm(comm)) {
     const int64_t total = int64_t{rcount} * comm_size(comm);
@@ -226,7 +229,7 @@ extern "C" int MPI_Reduce_scatter_block(const void* sbuf, void* rbuf, int rcount
       [&] { return next::Reduce_scatter_block(sbuf, rbuf, rcount, type, op, comm); });
 }
 
-extern "C" int MPI_Alltoall(const void* sbuf, int scount, MPI_Datatype stype, void* rbuf, int rcount,
+[[gnu::noinline]] static int alltoall_slow(const void* sbuf, int scount, MPI_Datatype stype, void* rbuf, int rcount,
                             MPI_Datatype rtype, MPI_Comm comm) {
   if (needs_staging(sbuf, rbuf) && !intercomm(comm)) {
     const int p = comm_size(comm);
@@ -238,4 +241,69 @@ extern "C" int MPI_Alltoall(const void* sbuf, int scount, MPI_Datatype stype, vo
   return route(
       sbuf, rbuf, [&] { return alg::alltoall(sbuf, scount, stype, rbuf, rcount, rtype, comm); },
       [&] { return next::Alltoall(sbuf, scount, stype, rbuf, rcount, rtype, comm); });
+}
+
+// ---- The entry points ---------------------------------------------------------
+// The common case first, in a few instructions and without a stack frame:
+// Veneer is on, no buffer in this process can be device memory, and this
+// thread already decided to give calls with these arguments to the library.
+// Everything else (and every call while a report is wanted, which counts
+// per algorithm) goes the full way.
+namespace {
+[[gnu::always_inline]] inline bool surely_library(const alg::Call& call, MPI_Comm comm) {
+  const Config& c = config();
+  if (!c.enabled || !c.collectives) return false;  // the full path passes through, and counts
+  if (c.report != 0 || (c.device && !kernels::device_memory_surely_absent())) return false;
+  const alg::Decision* d = alg::recall_decision(alg::decision_key(call, comm));
+  return d && !d->algorithm;
+}
+}  // namespace
+
+extern "C" int MPI_Allreduce(const void* sbuf, void* rbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm) {
+  if (surely_library({.collective = alg::Collective::allreduce, .sbuf = sbuf, .count = count, .type = type, .op = op},
+                     comm))
+    return next::Allreduce(sbuf, rbuf, count, type, op, comm);
+  return allreduce_slow(sbuf, rbuf, count, type, op, comm);
+}
+
+extern "C" int MPI_Bcast(void* buf, int count, MPI_Datatype type, int root, MPI_Comm comm) {
+  if (surely_library({.collective = alg::Collective::bcast, .count = count, .type = type, .root = root}, comm))
+    return next::Bcast(buf, count, type, root, comm);
+  return bcast_slow(buf, count, type, root, comm);
+}
+
+extern "C" int MPI_Reduce(const void* sbuf, void* rbuf, int count, MPI_Datatype type, MPI_Op op, int root,
+                          MPI_Comm comm) {
+  if (surely_library(
+          {.collective = alg::Collective::reduce, .sbuf = sbuf, .count = count, .type = type, .op = op, .root = root},
+          comm))
+    return next::Reduce(sbuf, rbuf, count, type, op, root, comm);
+  return reduce_slow(sbuf, rbuf, count, type, op, root, comm);
+}
+
+extern "C" int MPI_Allgather(const void* sbuf, int scount, MPI_Datatype stype, void* rbuf, int rcount,
+                             MPI_Datatype rtype, MPI_Comm comm) {
+  if (surely_library({.collective = alg::Collective::allgather, .sbuf = sbuf, .count = rcount, .type = rtype,
+                      .scount = scount, .stype = stype},
+                     comm))
+    return next::Allgather(sbuf, scount, stype, rbuf, rcount, rtype, comm);
+  return allgather_slow(sbuf, scount, stype, rbuf, rcount, rtype, comm);
+}
+
+extern "C" int MPI_Reduce_scatter_block(const void* sbuf, void* rbuf, int rcount, MPI_Datatype type, MPI_Op op,
+                                        MPI_Comm comm) {
+  if (surely_library({.collective = alg::Collective::reduce_scatter_block, .sbuf = sbuf, .count = rcount,
+                      .type = type, .op = op},
+                     comm))
+    return next::Reduce_scatter_block(sbuf, rbuf, rcount, type, op, comm);
+  return reduce_scatter_block_slow(sbuf, rbuf, rcount, type, op, comm);
+}
+
+extern "C" int MPI_Alltoall(const void* sbuf, int scount, MPI_Datatype stype, void* rbuf, int rcount,
+                            MPI_Datatype rtype, MPI_Comm comm) {
+  if (surely_library({.collective = alg::Collective::alltoall, .sbuf = sbuf, .count = rcount, .type = rtype,
+                      .scount = scount, .stype = stype},
+                     comm))
+    return next::Alltoall(sbuf, scount, stype, rbuf, rcount, rtype, comm);
+  return alltoall_slow(sbuf, scount, stype, rbuf, rcount, rtype, comm);
 }

@@ -54,7 +54,8 @@ void unpack_received(const datatypes::Layout& layout, int count, void* buf, cons
 // A device buffer Veneer carries for a send or receive with `peer`, or empty.
 device::Carried carried(const void* buf, int count, MPI_Datatype type, int peer) {
   const Config& cfg = config();
-  if (!cfg.enabled || !cfg.device || !cfg.p2p || peer == MPI_PROC_NULL || count <= 0 || !kernels::device_runtime())
+  if (!cfg.enabled || !cfg.device || !cfg.p2p || peer == MPI_PROC_NULL || count <= 0 ||
+      !kernels::device_memory_possible() || !kernels::device_runtime())
     return {};
   device::Carried c = device::classify(buf, count, type, true);
   if (c && c.bytes > INT_MAX) {
@@ -75,6 +76,10 @@ int unpack_device(const device::Carried& c, int count, void* buf, const device::
 }
 
 int blocking_send(SendFn fn, const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm) {
+  if (p2p_passes(count, type, dest)) {
+    counters().add(Counter::send_passed);
+    return fn(buf, count, type, dest, tag, comm);
+  }
   if (device::Carried c = carried(buf, count, type, dest)) {
     device::Packed packed;
     if (device::pack_for_library(c, count, buf, packed)) {
@@ -102,6 +107,10 @@ int blocking_send(SendFn fn, const void* buf, int count, MPI_Datatype type, int 
 
 int nonblocking_send(IsendFn fn, const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
                      MPI_Request* request) {
+  if (p2p_passes(count, type, dest)) {
+    counters().add(Counter::send_passed);
+    return fn(buf, count, type, dest, tag, comm, request);
+  }
   if (device::Carried c = request ? carried(buf, count, type, dest) : device::Carried{}) {
     Pending pending;
     if (!device::pack_for_library(c, count, buf, pending.device_staging)) {
@@ -135,10 +144,23 @@ int nonblocking_send(IsendFn fn, const void* buf, int count, MPI_Datatype type, 
   return rc;
 }
 
+// Out of line with the entry point's own arguments, so the entry point jumps here without a frame.
+[[gnu::noinline]] int send_slow(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm) {
+  return blocking_send(next::Send, buf, count, type, dest, tag, comm);
+}
+[[gnu::noinline]] int isend_slow(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
+                                 MPI_Request* request) {
+  return nonblocking_send(next::Isend, buf, count, type, dest, tag, comm, request);
+}
+
 }  // namespace
 
 extern "C" int MPI_Send(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm) {
-  return blocking_send(next::Send, buf, count, type, dest, tag, comm);
+  if (p2p_passes(count, type, dest)) {
+    counters().add(Counter::send_passed);
+    return next::Send(buf, count, type, dest, tag, comm);
+  }
+  return send_slow(buf, count, type, dest, tag, comm);
 }
 extern "C" int MPI_Ssend(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm) {
   return blocking_send(next::Ssend, buf, count, type, dest, tag, comm);
@@ -148,15 +170,20 @@ extern "C" int MPI_Rsend(const void* buf, int count, MPI_Datatype type, int dest
 }
 extern "C" int MPI_Isend(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
                          MPI_Request* request) {
-  return nonblocking_send(next::Isend, buf, count, type, dest, tag, comm, request);
+  if (p2p_passes(count, type, dest)) {
+    counters().add(Counter::send_passed);
+    return next::Isend(buf, count, type, dest, tag, comm, request);
+  }
+  return isend_slow(buf, count, type, dest, tag, comm, request);
 }
 extern "C" int MPI_Issend(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
                           MPI_Request* request) {
   return nonblocking_send(next::Issend, buf, count, type, dest, tag, comm, request);
 }
 
-extern "C" int MPI_Recv(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm,
-                        MPI_Status* status) {
+namespace {
+[[gnu::noinline]] int recv_slow(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm,
+                                MPI_Status* status) {
   if (device::Carried c = carried(buf, count, type, source)) {
     device::Packed landing;
     if (!device::landing_for_library(c, landing)) {
@@ -189,8 +216,8 @@ extern "C" int MPI_Recv(void* buf, int count, MPI_Datatype type, int source, int
   return rc;
 }
 
-extern "C" int MPI_Irecv(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm,
-                         MPI_Request* request) {
+[[gnu::noinline]] int irecv_slow(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm,
+                                 MPI_Request* request) {
   if (device::Carried c = request ? carried(buf, count, type, source) : device::Carried{}) {
     Pending pending;
     pending.is_recv = true;
@@ -229,6 +256,27 @@ extern "C" int MPI_Irecv(void* buf, int count, MPI_Datatype type, int source, in
     counters().add(Counter::recv_taken);
   }
   return rc;
+}
+
+}  // namespace
+
+// The common pass-through in a few instructions (no stack frame), the rest out of line.
+extern "C" int MPI_Recv(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm,
+                        MPI_Status* status) {
+  if (p2p_passes(count, type, source)) {
+    counters().add(Counter::recv_passed);
+    return next::Recv(buf, count, type, source, tag, comm, status);
+  }
+  return recv_slow(buf, count, type, source, tag, comm, status);
+}
+
+extern "C" int MPI_Irecv(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm,
+                         MPI_Request* request) {
+  if (p2p_passes(count, type, source)) {
+    counters().add(Counter::recv_passed);
+    return next::Irecv(buf, count, type, source, tag, comm, request);
+  }
+  return irecv_slow(buf, count, type, source, tag, comm, request);
 }
 
 // Sendrecv: each side independently passed through, packed on the host, or

@@ -14,6 +14,22 @@
 using namespace veneer;
 
 namespace {
+// The quick answer for the common case: the call certainly goes to the
+// library (switches off, no device memory possible in this process, a type
+// Veneer does not know, or one contiguous run of bytes, which the library
+// copies with one memcpy and less overhead). Zero bytes and MPI_BOTTOM stay
+// with the full rules below.
+[[gnu::always_inline]] inline bool pack_passes(const void* user_buf, int count, MPI_Datatype type) {
+  const Config& c = config();
+  if (!c.enabled || !c.datatypes || !c.pack) return true;
+  if (c.device && !kernels::device_memory_surely_absent()) return false;
+  const datatypes::Layout* layout = nullptr;
+  if (!datatypes::peek_front(type, &layout)) return false;  // not seen on this thread yet: the full rules decide
+  if (!layout) return true;
+  return count > 0 && layout->size > 0 && user_buf != MPI_BOTTOM &&
+         (layout->contiguous || (count == 1 && layout->block_count == 1));
+}
+
 // A borrowed pointer (datatypes::peek): valid for this call, which looks up no
 // other type, and free of reference counting on this hot path.
 const datatypes::Layout* pack_layout(const void* user_buf, int count, MPI_Datatype type, int size, const int* position,
@@ -73,10 +89,8 @@ bool device_pack_call(bool packing, const void* user, int count, MPI_Datatype ty
   return true;
 }
 
-}  // namespace
-
-extern "C" int MPI_Pack(const void* inbuf, int incount, MPI_Datatype type, void* outbuf, int outsize, int* position,
-                        MPI_Comm comm) {
+[[gnu::noinline]] int pack_slow(const void* inbuf, int incount, MPI_Datatype type, void* outbuf, int outsize,
+                                 int* position, MPI_Comm comm) {
   const datatypes::Layout* layout = outbuf ? pack_layout(inbuf, incount, type, outsize, position, comm) : nullptr;
   if (layout && !cpu_accessible(outbuf, offset_ptr(inbuf, layout->true_lb))) layout = nullptr;
   if (!layout) {
@@ -94,8 +108,8 @@ extern "C" int MPI_Pack(const void* inbuf, int incount, MPI_Datatype type, void*
   return MPI_SUCCESS;
 }
 
-extern "C" int MPI_Unpack(const void* inbuf, int insize, int* position, void* outbuf, int outcount, MPI_Datatype type,
-                          MPI_Comm comm) {
+[[gnu::noinline]] int unpack_slow(const void* inbuf, int insize, int* position, void* outbuf, int outcount,
+                                   MPI_Datatype type, MPI_Comm comm) {
   const datatypes::Layout* layout = inbuf ? pack_layout(outbuf, outcount, type, insize, position, comm) : nullptr;
   if (layout && !cpu_accessible(inbuf, offset_ptr(outbuf, layout->true_lb))) layout = nullptr;
   if (!layout) {
@@ -111,4 +125,26 @@ extern "C" int MPI_Unpack(const void* inbuf, int insize, int* position, void* ou
   counters().add(Counter::unpack_taken);
   counters().add(Counter::bytes_unpacked, static_cast<uint64_t>(n));
   return MPI_SUCCESS;
+}
+
+}  // namespace
+
+// The entry points: the common pass-through in a few instructions (no stack
+// frame), everything else out of line.
+extern "C" int MPI_Pack(const void* inbuf, int incount, MPI_Datatype type, void* outbuf, int outsize, int* position,
+                        MPI_Comm comm) {
+  if (pack_passes(inbuf, incount, type)) {
+    counters().add(Counter::pack_passed);
+    return next::Pack(inbuf, incount, type, outbuf, outsize, position, comm);
+  }
+  return pack_slow(inbuf, incount, type, outbuf, outsize, position, comm);
+}
+
+extern "C" int MPI_Unpack(const void* inbuf, int insize, int* position, void* outbuf, int outcount, MPI_Datatype type,
+                          MPI_Comm comm) {
+  if (pack_passes(outbuf, outcount, type)) {
+    counters().add(Counter::unpack_passed);
+    return next::Unpack(inbuf, insize, position, outbuf, outcount, type, comm);
+  }
+  return unpack_slow(inbuf, insize, position, outbuf, outcount, type, comm);
 }

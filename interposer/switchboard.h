@@ -29,6 +29,21 @@ inline bool cpu_accessible(const void* a, const void* b) {
   return cpu_accessible(a) && cpu_accessible(b);
 }
 
+// The quick answer every send and receive asks first: true when the call
+// certainly goes to the library untouched (switches off, no partner, nothing
+// to move, no device memory possible in this process, a type Veneer knows to
+// be contiguous or does not know). A few loads on the pass-through path;
+// false sends the call through the full rules below.
+[[gnu::always_inline]] inline bool p2p_passes(int count, MPI_Datatype type, int peer) {
+  const Config& c = config();
+  if (!c.enabled || !c.p2p || peer == MPI_PROC_NULL || count <= 0) return true;
+  if (c.device && !kernels::device_memory_surely_absent()) return false;
+  if (!c.datatypes) return true;
+  const datatypes::Layout* seen = nullptr;
+  if (!datatypes::peek_front(type, &seen)) return false;  // not seen on this thread yet: the full rules look it up
+  return !seen || seen->contiguous || seen->size <= 0;
+}
+
 // The layout to pack `count` instances of `type` with for a send or receive,
 // or null to pass the call through. The rule: the data is not contiguous, its
 // mean contiguous block is at most VENEER_P2P_MAX_BLOCK bytes (the library's

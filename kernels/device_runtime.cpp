@@ -5,9 +5,9 @@
 #include "kernels/device_transfer.h"
 
 namespace veneer::kernels {
-namespace {
+namespace detail {
 std::atomic<DeviceRuntime*> g_installed{nullptr};
-}  // namespace
+}  // namespace detail
 
 #if !VENEER_HAVE_CUDA
 // Built without CUDA: no runtime of our own. Device buffers (seen through the
@@ -16,7 +16,7 @@ DeviceRuntime* cuda_runtime() { return nullptr; }
 #endif
 
 DeviceRuntime* device_runtime() {
-  if (DeviceRuntime* rt = g_installed.load(std::memory_order_acquire)) return rt;
+  if (DeviceRuntime* rt = detail::g_installed.load(std::memory_order_acquire)) return rt;
   // The CUDA runtime is only worth asking once the application has loaded
   // the driver: before that no pointer can be device memory, and asking
   // would initialise CUDA in a process that never used it.
@@ -24,12 +24,11 @@ DeviceRuntime* device_runtime() {
   return cuda_runtime();
 }
 
-bool device_memory_possible() { return g_installed.load(std::memory_order_acquire) != nullptr || cuda_driver_loaded(); }
 
 void install_device_runtime(DeviceRuntime* runtime) {
   // Pooled buffers belong to the runtime that made them, which may be about
   // to go away: give them back first.
-  if (g_installed.exchange(runtime, std::memory_order_acq_rel) != runtime) release_pools();
+  if (detail::g_installed.exchange(runtime, std::memory_order_acq_rel) != runtime) release_pools();
 }
 
 MemoryKind buffer_kind(const void* p, int* device) {

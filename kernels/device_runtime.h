@@ -83,8 +83,19 @@ class DeviceRuntime {
 DeviceRuntime* device_runtime();
 // Whether any buffer in this process may be device memory (a runtime is
 // installed or the CUDA driver is loaded), even when Veneer has no runtime to
-// move it with: such buffers are passed through.
-bool device_memory_possible();
+// move it with: such buffers are passed through. A few loads (asked on every call).
+namespace detail {
+extern std::atomic<DeviceRuntime*> g_installed;
+}
+[[gnu::always_inline]] inline bool device_memory_possible() {
+  return detail::g_installed.load(std::memory_order_acquire) != nullptr || cuda_driver_loaded();
+}
+// The quickest form, for the pass-through path: true only when no buffer can
+// be device memory and that is known without asking anyone; false means
+// "maybe" (ask device_memory_possible() on the full path).
+[[gnu::always_inline]] inline bool device_memory_surely_absent() {
+  return detail::g_installed.load(std::memory_order_acquire) == nullptr && cuda_driver_surely_absent();
+}
 // Installs a runtime in place of the built-in one (tests); null restores it.
 // Not synchronised with calls in flight: install before MPI traffic starts.
 // Pooled buffers (device_transfer.h) are released when the runtime changes.

@@ -36,15 +36,29 @@ unsigned long long objects_added() {
   return adds;
 }
 
+// Calls left on this thread before the loader is asked again anyway (objects
+// loaded without dlopen: dlmopen, a static dlopen inside another library).
+constexpr int kRecheckEvery = 4096;
+
 // The driver's cuPointerGetAttributes if the driver is loaded, else null.
 GetAttributes driver() {
   if (GetAttributes f = get_attributes.load(std::memory_order_acquire)) return f;
+  if (std::atomic<unsigned char>* flag = detail::g_loaded_flag.load(std::memory_order_relaxed)) {
+    // Lowered before asking. A dlopen still running while the loader is asked
+    // loaded its object after the check: the periodic recheck finds it.
+    flag->store(0, std::memory_order_relaxed);
+    detail::t_calls_until_recheck = kRecheckEvery;
+  }
   const unsigned long long adds = objects_added();
-  if (adds == missing_at_adds.load(std::memory_order_relaxed)) return nullptr;
+  if (adds == missing_at_adds.load(std::memory_order_relaxed)) {
+    detail::g_driver_missing.store(true, std::memory_order_relaxed);
+    return nullptr;
+  }
   // RTLD_NOLOAD: a handle only if it is already there; never loads or initialises it.
   void* lib = dlopen("libcuda.so.1", RTLD_NOLOAD | RTLD_LAZY);
   if (!lib) {
     missing_at_adds.store(adds, std::memory_order_relaxed);
+    detail::g_driver_missing.store(true, std::memory_order_relaxed);
     return nullptr;
   }
   // The handle is kept (never closed): the driver stays mapped while we hold
@@ -53,15 +67,28 @@ GetAttributes driver() {
   if (!f) {
     dlclose(lib);
     missing_at_adds.store(adds, std::memory_order_relaxed);
+    detail::g_driver_missing.store(true, std::memory_order_relaxed);
     return nullptr;
   }
   get_attributes.store(f, std::memory_order_release);
+  detail::g_driver_found.store(true, std::memory_order_release);
   return f;
 }
 
 }  // namespace
 
-bool cuda_driver_loaded() { return driver() != nullptr; }
+namespace detail {
+std::atomic<bool> g_driver_found{false};
+std::atomic<std::atomic<unsigned char>*> g_loaded_flag{nullptr};
+std::atomic<bool> g_driver_missing{false};
+constinit thread_local int t_calls_until_recheck [[gnu::tls_model("initial-exec")]] = 0;
+bool cuda_driver_loaded_slow() { return driver() != nullptr; }
+}  // namespace detail
+
+void watch_loads(std::atomic<unsigned char>* loaded_flag) {
+  if (loaded_flag) loaded_flag->store(1, std::memory_order_relaxed);  // first call asks the loader
+  detail::g_loaded_flag.store(loaded_flag, std::memory_order_release);
+}
 
 MemoryKind memory_kind(const void* p, int* device) {
   if (device) *device = -1;

@@ -10,6 +10,8 @@
 // against it. Plain C++ with no CUDA headers: built into every libveneer,
 // with or without the CUDA kernels, so that even a build without CUDA sees
 // device buffers and passes them through.
+#include <atomic>
+
 namespace veneer::kernels {
 
 enum class MemoryKind {
@@ -25,8 +27,42 @@ enum class MemoryKind {
 // does not know (including any pointer before the application's cuInit).
 MemoryKind memory_kind(const void* p, int* device = nullptr);
 
+namespace detail {
+extern std::atomic<bool> g_driver_found;                     // the driver was found (it stays)
+extern std::atomic<std::atomic<unsigned char>*> g_loaded_flag;  // see watch_loads()
+extern std::atomic<bool> g_driver_missing;                   // asked, and it was not there
+extern thread_local constinit int t_calls_until_recheck [[gnu::tls_model("initial-exec")]];
+bool cuda_driver_loaded_slow();
+}  // namespace detail
+
+// True only when the driver is known to be absent without asking the loader
+// (false: maybe loaded; cuda_driver_loaded() tells). Never calls out.
+[[gnu::always_inline]] inline bool cuda_driver_surely_absent() {
+  std::atomic<unsigned char>* flag = detail::g_loaded_flag.load(std::memory_order_relaxed);
+  return flag && !detail::g_driver_found.load(std::memory_order_relaxed) &&
+         detail::g_driver_missing.load(std::memory_order_relaxed) && flag->load(std::memory_order_acquire) == 0 &&
+         --detail::t_calls_until_recheck > 0;
+}
+
 // Whether the CUDA driver library is loaded into this process (by anyone).
-bool cuda_driver_loaded();
+// A few loads while nothing was loaded since the last answer (see watch_loads).
+[[gnu::always_inline]] inline bool cuda_driver_loaded() {
+  if (detail::g_driver_found.load(std::memory_order_acquire)) return true;
+  std::atomic<unsigned char>* flag = detail::g_loaded_flag.load(std::memory_order_relaxed);
+  if (flag && detail::g_driver_missing.load(std::memory_order_relaxed) && flag->load(std::memory_order_acquire) == 0 &&
+      --detail::t_calls_until_recheck > 0)
+    return false;
+  return detail::cuda_driver_loaded_slow();
+}
+
+// Asking the loader whether anything was loaded (dl_iterate_phdr) takes its
+// lock: about 15 ns, on every call Veneer might take over. Where the
+// interposer watches dlopen (interposer/loader.cpp), it hands over a flag it
+// raises on every dlopen: while the flag is down and the driver was missing,
+// it is still missing, apart from objects loaded behind dlopen's back, which a
+// check every few thousand calls per thread still finds. Without a watch,
+// every call asks the loader.
+void watch_loads(std::atomic<unsigned char>* loaded_flag);
 
 const char* to_string(MemoryKind kind);
 

@@ -3,10 +3,7 @@
 #include "support/config.h"
 
 namespace veneer {
-Counters& counters() {
-  static Counters c;
-  return c;
-}
+constinit Counters g_counters;
 
 ScopedTimer::ScopedTimer() : on_(config().report != 0) {
   if (on_) start_ = std::chrono::steady_clock::now();

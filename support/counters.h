@@ -40,7 +40,9 @@ struct Counters {
   uint64_t get(Counter c) const { return values[static_cast<int>(c)].load(std::memory_order_relaxed); }
 };
 
-Counters& counters();
+// One process-wide set (constant-initialised: usable from any constructor).
+extern Counters g_counters;
+inline Counters& counters() { return g_counters; }
 
 // Adds the time between construction and destruction to Counter::nanoseconds,
 // only when the end-of-run report is on: reading the clock costs more than

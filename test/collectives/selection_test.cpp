@@ -17,6 +17,10 @@
 namespace veneer::test {
 namespace {
 
+// The per-algorithm counts are kept only while a report is wanted; Veneer
+// reads the environment again at MPI_Init, which runs after this.
+const bool g_report_on = [] { return setenv("VENEER_REPORT", "1", 1) == 0; }();
+
 namespace alg = veneer::algorithms;
 
 TEST(Tuning, ParsesRules) {
@@ -342,6 +346,60 @@ TEST(PublicApi, ConcurrentCollectivesOnTwoCommunicators) {
   }
   PMPI_Comm_free(&comms[0]);
   PMPI_Comm_free(&comms[1]);
+}
+
+
+// Decisions are remembered per (communicator, arguments); a freed
+// communicator's handle may come back for a new one of another size, whose
+// calls must be decided anew (a stale decision would run an algorithm on a
+// freed hierarchy, or disagree between ranks).
+TEST(Decisions, ForgottenWhenTheCommunicatorIsFreed) {
+  const int p = world_size(), rank = world_rank();
+  if (p < 2) GTEST_SKIP() << "one rank passes through";
+  Override o("VENEER_ALLREDUCE", "0-inf:ring");
+  for (int round = 0; round < 6; ++round) {
+    MPI_Comm comm;
+    // Alternately the whole world and single-rank halves (which pass through).
+    if (round % 2 == 0) PMPI_Comm_dup(MPI_COMM_WORLD, &comm);
+    else PMPI_Comm_split(MPI_COMM_WORLD, rank, 0, &comm);
+    int size = 0;
+    PMPI_Comm_size(comm, &size);
+    std::vector<int> in(64), out(64, -1), ref(64, -2);
+    for (size_t i = 0; i < in.size(); ++i) in[i] = static_cast<int>(i) * (rank + 1) + round;
+    PMPI_Allreduce(in.data(), ref.data(), 64, MPI_INT, MPI_SUM, comm);
+    alg::reset_collectives_counts();
+    for (int repeat = 0; repeat < 3; ++repeat) {  // the second and third calls are remembered decisions
+      std::fill(out.begin(), out.end(), -1);
+      auto rc = alg::allreduce(in.data(), out.data(), 64, MPI_INT, MPI_SUM, comm);
+      if (size == 1) {
+        EXPECT_FALSE(rc) << "round " << round;
+      } else {
+        ASSERT_TRUE(rc) << "round " << round;
+        EXPECT_EQ(*rc, MPI_SUCCESS);
+        EXPECT_EQ(out, ref) << "round " << round;
+      }
+    }
+    EXPECT_EQ(calls(Collective::allreduce, size == 1 ? "library" : "ring"), 3u) << "round " << round;
+    PMPI_Comm_free(&comm);
+  }
+}
+
+// Remembered decisions follow the rules in force: changing an override
+// (collectives_init) changes the next call's algorithm.
+TEST(Decisions, ForgottenWhenTheRulesChange) {
+  const int p = world_size();
+  if (p < 2) GTEST_SKIP() << "one rank passes through";
+  std::vector<double> in(32, 1.0), out(32);
+  const char* order[] = {"0-inf:ring", "0-inf:recursive_doubling", "0-inf:library", "0-inf:ring"};
+  for (const char* rules : order) {
+    Override o("VENEER_ALLREDUCE", rules);
+    alg::reset_collectives_counts();
+    for (int repeat = 0; repeat < 2; ++repeat)
+      alg::allreduce(in.data(), out.data(), 32, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+    const std::string_view expected = std::string_view(rules).substr(6);
+    EXPECT_EQ(calls(Collective::allreduce, expected), 2u) << rules;
+    for (double v : out) EXPECT_EQ(v, static_cast<double>(p));
+  }
 }
 
 }  // namespace

@@ -1,0 +1,74 @@
+#include "algorithms/decisions.h"
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+
+namespace veneer::algorithms {
+namespace detail {
+constinit thread_local Table* t_table [[gnu::tls_model("initial-exec")]] = nullptr;
+std::atomic<uint64_t> g_epoch{1};
+}  // namespace detail
+
+namespace {
+
+using detail::g_epoch;
+using detail::t_table;
+using detail::Table;
+
+struct TableOwner {
+  std::unique_ptr<Table> table;
+  ~TableOwner() { t_table = nullptr; }
+};
+
+Table& table() {
+  if (!t_table) {
+    thread_local TableOwner owner;
+    owner.table = std::make_unique<Table>();
+    t_table = owner.table.get();
+  }
+  return *t_table;
+}
+
+std::mutex g_keyval_mutex;
+int g_keyval = MPI_KEYVAL_INVALID;
+
+int on_comm_free(MPI_Comm, int, void*, void*) {
+  forget_decisions();
+  return MPI_SUCCESS;
+}
+
+}  // namespace
+
+void remember_decision(const DecisionKey& key, const Decision& d) {
+  table().slots[detail::slot_of(key)] = detail::Slot{key, d, g_epoch.load(std::memory_order_acquire)};
+}
+
+void forget_decisions() { g_epoch.fetch_add(1, std::memory_order_acq_rel); }
+
+bool watch_communicator(MPI_Comm comm) {
+  int keyval = MPI_KEYVAL_INVALID;
+  {
+    std::lock_guard<std::mutex> lock(g_keyval_mutex);
+    if (g_keyval == MPI_KEYVAL_INVALID &&
+        PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, on_comm_free, &g_keyval, nullptr) != MPI_SUCCESS)
+      g_keyval = MPI_KEYVAL_INVALID;
+    keyval = g_keyval;
+  }
+  if (keyval == MPI_KEYVAL_INVALID) return false;
+  void* value = nullptr;
+  int found = 0;
+  if (PMPI_Comm_get_attr(comm, keyval, &value, &found) != MPI_SUCCESS) return false;
+  return found || PMPI_Comm_set_attr(comm, keyval, nullptr) == MPI_SUCCESS;
+}
+
+void decisions_finalize() {
+  forget_decisions();
+  std::lock_guard<std::mutex> lock(g_keyval_mutex);
+  if (g_keyval != MPI_KEYVAL_INVALID) PMPI_Comm_free_keyval(&g_keyval);
+  g_keyval = MPI_KEYVAL_INVALID;
+}
+
+}  // namespace veneer::algorithms

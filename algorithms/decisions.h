@@ -1,0 +1,84 @@
+#pragma once
+// The selector's decisions, remembered per thread, so a collective Veneer has
+// decided about once (pass through, or which algorithm) costs a table lookup
+// on every later call with the same arguments instead of a new decision.
+//
+// A decision is a pure function of its key (the arguments MPI requires to be
+// identical on every rank) and of state that only changes through
+// forget_decisions(): the rules, the model, the communicator's hierarchy.
+// Handles can be reused once freed, so only keys whose handles cannot change
+// meaning unnoticed are remembered: predefined types and ops, and
+// communicators Veneer watches (an attribute whose delete callback forgets
+// every decision when the communicator is freed). Ranks therefore agree
+// whether or not a decision came from the cache.
+#include <mpi.h>
+
+#include <array>
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+#include "algorithms/algorithm.h"
+
+namespace veneer::algorithms {
+
+struct DecisionKey {
+  MPI_Comm comm = MPI_COMM_NULL;
+  MPI_Datatype type = MPI_DATATYPE_NULL;
+  MPI_Datatype stype = MPI_DATATYPE_NULL;
+  MPI_Op op = MPI_OP_NULL;
+  int count = 0;
+  int scount = 0;
+  int root = 0;
+  Collective collective = Collective::allreduce;
+  bool in_place = false;
+  bool operator==(const DecisionKey&) const = default;
+};
+
+struct Decision {
+  const Algorithm* algorithm = nullptr;         // nullptr: the library
+  const topology::Hierarchy* hierarchy = nullptr;  // where algorithm runs (valid while comm lives)
+};
+
+namespace detail {
+struct Slot {
+  DecisionKey key;
+  Decision decision;
+  uint64_t epoch = 0;  // 0: empty
+};
+inline constexpr size_t kSlots = 64;  // direct-mapped; a job's distinct collective shapes are few
+struct Table {
+  std::array<Slot, kSlots> slots;
+};
+// The table lives on the heap; the thread reaches it through one pointer in
+// static TLS (initial-exec: no call into the loader on every lookup).
+extern thread_local constinit Table* t_table [[gnu::tls_model("initial-exec")]];
+extern std::atomic<uint64_t> g_epoch;  // bumped whenever every remembered decision becomes stale
+[[gnu::always_inline]] inline size_t slot_of(const DecisionKey& k) {
+  uint64_t h = reinterpret_cast<uintptr_t>(k.comm) * 0x9E3779B97F4A7C15ull;
+  h ^= static_cast<uint64_t>(static_cast<uint32_t>(k.count)) * 0xC2B2AE3D27D4EB4Full;
+  h ^= reinterpret_cast<uintptr_t>(k.type) * 0x165667B19E3779F9ull;
+  h ^= static_cast<uint64_t>(k.collective) << 7 ^ static_cast<uint64_t>(static_cast<uint32_t>(k.root)) << 11;
+  return (h >> 29 ^ h) % kSlots;
+}
+}  // namespace detail
+
+// This thread's remembered decision for `key`, or nullptr.
+[[gnu::always_inline]] inline const Decision* recall_decision(const DecisionKey& key) {
+  detail::Table* t = detail::t_table;
+  if (!t) return nullptr;
+  const detail::Slot& s = t->slots[detail::slot_of(key)];
+  if (s.epoch != detail::g_epoch.load(std::memory_order_acquire) || !(s.key == key)) return nullptr;
+  return &s.decision;
+}
+// Remembers `d` for `key` on this thread (call only for keys that may be remembered: see above).
+void remember_decision(const DecisionKey& key, const Decision& d);
+// Forgets every decision of every thread (rules, model or profile changed).
+void forget_decisions();
+// Makes sure every decision is forgotten when `comm` is freed. False if that
+// cannot be arranged: decisions about comm must then not be remembered.
+bool watch_communicator(MPI_Comm comm);
+// Frees the keyval (at MPI_Finalize); decisions are forgotten.
+void decisions_finalize();
+
+}  // namespace veneer::algorithms

@@ -1,0 +1,260 @@
+// veneer-bench-overhead: what Veneer adds to calls it passes through.
+//
+// Linked with libveneer, so MPI_X runs through Veneer while PMPI_X reaches
+// the library underneath. Each case is timed both ways in interleaved batches
+// within one run (the same buffers, the same partner), and the medians give
+// nanoseconds per call and Veneer's overhead. The calls are ones Veneer hands
+// to the library: contiguous data, small faces that are one contiguous run, a
+// 4-byte allreduce the selector leaves to the library.
+//
+//   mpirun -np 2 build/bench/veneer-bench-overhead [--repetitions R] [--seconds S] [--json FILE]
+//
+// With one rank, the cases that need a partner are skipped.
+#include <mpi.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace {
+
+struct Options {
+  int repetitions = 15;
+  double batch_seconds = 0.004;
+  std::string json_path;
+};
+
+bool parse(int argc, char** argv, Options& o) {
+  for (int a = 1; a < argc; ++a) {
+    const std::string flag = argv[a];
+    const char* v = a + 1 < argc ? argv[a + 1] : nullptr;
+    if (flag == "--repetitions" && v) {
+      o.repetitions = std::max(1, std::atoi(v));
+      ++a;
+    } else if (flag == "--seconds" && v) {
+      o.batch_seconds = std::max(1e-4, std::atof(v));
+      ++a;
+    } else if (flag == "--json" && v) {
+      o.json_path = v;
+      ++a;
+    } else if (flag == "--quick") {
+      o.repetitions = 3;
+      o.batch_seconds = 0.0005;
+    } else {
+      return false;
+    }
+  }
+  return true;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+
+// One case: the same operation through Veneer (veneer = true) or the library.
+struct Case {
+  std::string name;
+  bool pairwise = false;                  // needs rank 1 as partner
+  std::function<void(bool veneer)> run;   // one call (rank 0's side)
+  std::function<void()> partner;          // rank 1's side of one call (library calls only)
+};
+
+int g_rank = 0, g_size = 1;
+
+// Calls per batch so that a batch lasts about `seconds` (decided on rank 0, shared).
+long calibrate(const Case& c, double seconds) {
+  long calls = 1;
+  for (;;) {
+    double elapsed = 0;
+    PMPI_Barrier(MPI_COMM_WORLD);
+    const double t0 = now();
+    for (long i = 0; i < calls; ++i) g_rank == 0 ? c.run(false) : c.partner();
+    elapsed = now() - t0;
+    int more = elapsed < seconds && calls < (1L << 30) ? 1 : 0;
+    PMPI_Bcast(&more, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    if (!more) break;
+    calls *= 2;
+  }
+  PMPI_Bcast(&calls, 1, MPI_LONG, 0, MPI_COMM_WORLD);
+  return calls;
+}
+
+struct Result {
+  double library_ns = 0, veneer_ns = 0;
+};
+
+Result measure(const Case& c, const Options& o) {
+  for (int w = 0; w < 1000; ++w) g_rank == 0 ? c.run(w % 2) : c.partner();  // warm both paths
+  const long calls = calibrate(c, o.batch_seconds);
+  std::vector<double> lib, ven;
+  for (int r = 0; r < o.repetitions; ++r) {
+    for (int k = 0; k < 2; ++k) {
+      const bool veneer = (r + k) % 2 == 1;  // alternate which goes first
+      PMPI_Barrier(MPI_COMM_WORLD);
+      const double t0 = now();
+      for (long i = 0; i < calls; ++i) g_rank == 0 ? c.run(veneer) : c.partner();
+      const double ns = (now() - t0) / static_cast<double>(calls) * 1e9;
+      (veneer ? ven : lib).push_back(ns);
+    }
+  }
+  return {median(lib), median(ven)};
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  MPI_Init(&argc, &argv);
+  PMPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
+  PMPI_Comm_size(MPI_COMM_WORLD, &g_size);
+  Options o;
+  if (!parse(argc, argv, o)) {
+    if (g_rank == 0)
+      std::fprintf(stderr, "usage: veneer-bench-overhead [--quick] [--repetitions R] [--seconds S] [--json FILE]\n");
+    MPI_Finalize();
+    return 2;
+  }
+  const bool pairs = g_size >= 2;
+
+  // Buffers and types: a 16 KiB plane of doubles whose faces are one contiguous run.
+  std::vector<double> grid(32 * 32 * 4, 1.0);
+  std::vector<char> packed(64 * 1024);
+  MPI_Datatype face_2k = MPI_DATATYPE_NULL, edge_80 = MPI_DATATYPE_NULL;
+  {
+    const int sizes[3] = {4, 32, 32}, sub[3] = {1, 8, 32}, start[3] = {1, 8, 0};  // 8 full rows: one 2 KiB run
+    MPI_Type_create_subarray(3, sizes, sub, start, MPI_ORDER_C, MPI_DOUBLE, &face_2k);
+    MPI_Type_commit(&face_2k);
+    const int esub[3] = {1, 1, 10}, estart[3] = {2, 3, 4};  // one row of 10 doubles: an 80-byte edge
+    MPI_Type_create_subarray(3, sizes, esub, estart, MPI_ORDER_C, MPI_DOUBLE, &edge_80);
+    MPI_Type_commit(&edge_80);
+  }
+  int one = 1, sum = 0;
+  char small[8] = {0};
+  const int peer = g_rank == 0 ? 1 : 0;
+
+  std::vector<Case> cases;
+  cases.push_back({"send to MPI_PROC_NULL", false, [&](bool v) {
+                     (v ? MPI_Send : PMPI_Send)(small, 8, MPI_BYTE, MPI_PROC_NULL, 0, MPI_COMM_WORLD);
+                   }, [] {}});
+  cases.push_back({"isend+wait MPI_PROC_NULL", false, [&](bool v) {
+                     MPI_Request r;
+                     (v ? MPI_Isend : PMPI_Isend)(small, 8, MPI_BYTE, MPI_PROC_NULL, 0, MPI_COMM_WORLD, &r);
+                     (v ? MPI_Wait : PMPI_Wait)(&r, MPI_STATUS_IGNORE);
+                   }, [] {}});
+  cases.push_back({"pack 16 doubles", false, [&](bool v) {
+                     int pos = 0;
+                     (v ? MPI_Pack : PMPI_Pack)(grid.data(), 16, MPI_DOUBLE, packed.data(),
+                                                static_cast<int>(packed.size()), &pos, MPI_COMM_WORLD);
+                   }, [] {}});
+  cases.push_back({"pack 80 B edge (one run)", false, [&](bool v) {
+                     int pos = 0;
+                     (v ? MPI_Pack : PMPI_Pack)(grid.data(), 1, edge_80, packed.data(),
+                                                static_cast<int>(packed.size()), &pos, MPI_COMM_WORLD);
+                   }, [] {}});
+  cases.push_back({"pack 2 KiB face (one run)", false, [&](bool v) {
+                     int pos = 0;
+                     (v ? MPI_Pack : PMPI_Pack)(grid.data(), 1, face_2k, packed.data(),
+                                                static_cast<int>(packed.size()), &pos, MPI_COMM_WORLD);
+                   }, [] {}});
+  if (pairs) {
+    // Rank 0 sends (through Veneer or not) and receives the reply from the
+    // library; rank 1 answers with the library: the difference is one call.
+    auto echo = [&] {
+      if (g_rank == 1) {
+        PMPI_Recv(small, 8, MPI_BYTE, 0, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        PMPI_Send(small, 8, MPI_BYTE, 0, 1, MPI_COMM_WORLD);
+      }
+    };
+    cases.push_back({"send 8 B (ping-pong)", true, [&](bool v) {
+                       (v ? MPI_Send : PMPI_Send)(small, 8, MPI_BYTE, peer, 1, MPI_COMM_WORLD);
+                       PMPI_Recv(small, 8, MPI_BYTE, peer, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+                     }, echo});
+    cases.push_back({"isend+wait 8 B (ping-pong)", true, [&](bool v) {
+                       MPI_Request r;
+                       (v ? MPI_Isend : PMPI_Isend)(small, 8, MPI_BYTE, peer, 1, MPI_COMM_WORLD, &r);
+                       (v ? MPI_Wait : PMPI_Wait)(&r, MPI_STATUS_IGNORE);
+                       PMPI_Recv(small, 8, MPI_BYTE, peer, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+                     }, echo});
+    cases.push_back({"recv 8 B (ping-pong)", true, [&](bool v) {
+                       PMPI_Send(small, 8, MPI_BYTE, peer, 1, MPI_COMM_WORLD);
+                       (v ? MPI_Recv : PMPI_Recv)(small, 8, MPI_BYTE, peer, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+                     }, echo});
+  }
+  // Collective: every rank calls the same variant; the ranks beyond the pair join too.
+  std::vector<Case> collective;
+  collective.push_back({"allreduce 4 B", false, [&](bool v) {
+                          (v ? MPI_Allreduce : PMPI_Allreduce)(&one, &sum, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+                        }, [] {}});
+
+  if (g_rank == 0)
+    std::printf("# veneer-bench-overhead: %d rank%s; medians of %d interleaved batches of ~%.1f ms\n"
+                "%-30s %12s %12s %12s %10s\n",
+                g_size, g_size == 1 ? "" : "s", o.repetitions, o.batch_seconds * 1e3, "call", "library ns",
+                "veneer ns", "overhead ns", "lib/ven");
+  FILE* json = nullptr;
+  if (g_rank == 0 && !o.json_path.empty()) json = std::fopen(o.json_path.c_str(), "a");
+  auto report = [&](const std::string& name, const Result& r) {
+    if (g_rank != 0) return;
+    std::printf("%-30s %12.1f %12.1f %12.1f %10.3f\n", name.c_str(), r.library_ns, r.veneer_ns,
+                r.veneer_ns - r.library_ns, r.library_ns / r.veneer_ns);
+    if (json)
+      std::fprintf(json,
+                   "{\"bench\":\"overhead\",\"call\":\"%s\",\"ranks\":%d,\"library_ns\":%.2f,\"veneer_ns\":%.2f}\n",
+                   name.c_str(), g_size, r.library_ns, r.veneer_ns);
+  };
+  for (const Case& c : cases) {
+    if (c.pairwise && g_rank > 1) {
+      // Ranks beyond the pair sit out, but follow the barriers and broadcasts.
+      Case idle = c;
+      idle.partner = [] {};
+      measure(idle, o);
+      continue;
+    }
+    if (!c.pairwise && g_rank != 0) {
+      Case idle = c;
+      idle.partner = [] {};
+      measure(idle, o);
+      continue;
+    }
+    report(c.name, measure(c, o));
+  }
+  for (const Case& c : collective) {
+    // Every rank runs the same variant in the same batch; the slowest rank's time counts.
+    for (int w = 0; w < 200; ++w) c.run(w % 2);
+    long calls = 1;
+    for (;;) {
+      PMPI_Barrier(MPI_COMM_WORLD);
+      const double t0 = now();
+      for (long i = 0; i < calls; ++i) c.run(false);
+      int more = now() - t0 < o.batch_seconds && calls < (1L << 30) ? 1 : 0;
+      PMPI_Bcast(&more, 1, MPI_INT, 0, MPI_COMM_WORLD);
+      if (!more) break;
+      calls *= 2;
+    }
+    std::vector<double> lib, ven;
+    for (int rep = 0; rep < o.repetitions; ++rep)
+      for (int k = 0; k < 2; ++k) {
+        const bool v = (rep + k) % 2 == 1;
+        PMPI_Barrier(MPI_COMM_WORLD);
+        const double t0 = now();
+        for (long i = 0; i < calls; ++i) c.run(v);
+        double ns = (now() - t0) / static_cast<double>(calls) * 1e9, slowest = 0;
+        PMPI_Allreduce(&ns, &slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+        (v ? ven : lib).push_back(slowest);
+      }
+    report(c.name, {median(lib), median(ven)});
+  }
+  if (json) std::fclose(json);
+  MPI_Type_free(&face_2k);
+  MPI_Type_free(&edge_80);
+  MPI_Finalize();
+  return 0;
+}
