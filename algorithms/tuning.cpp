@@ -39,6 +39,11 @@ std::string complaint(std::string_view what, std::string_view why) {
   return m;
 }
 
+// "4k-8k" without a choice: a range, not a bare choice.
+bool parse_rules_bare_range_is_size(std::string_view item) {
+  return !item.empty() && (item.front() >= '0' && item.front() <= '9');
+}
+
 }  // namespace
 
 bool Rule::covers(int64_t bytes) const { return bytes >= lo && (bytes < hi || hi == infinity); }
@@ -52,8 +57,11 @@ std::optional<std::vector<Rule>> parse_rules(Collective c, std::string_view text
   if (trim(text).empty()) return rules;
   for (std::string_view item : split(text, ',')) {
     size_t colon = item.find(':');
-    if (colon == std::string_view::npos) return fail(complaint(item, "expected lo-hi:choice"));
-    std::string_view range = trim(item.substr(0, colon)), choice = trim(item.substr(colon + 1));
+    // A bare choice ("ring", "auto", "library", "a|b") covers every size.
+    std::string_view range = colon == std::string_view::npos ? std::string_view("0-inf") : trim(item.substr(0, colon));
+    std::string_view choice = colon == std::string_view::npos ? item : trim(item.substr(colon + 1));
+    if (colon == std::string_view::npos && parse_rules_bare_range_is_size(item))
+      return fail(complaint(item, "expected lo-hi:choice or a choice"));
     size_t dash = range.find('-');
     if (dash == std::string_view::npos) return fail(complaint(range, "expected lo-hi"));
     auto lo = parse_size(trim(range.substr(0, dash)));
@@ -62,7 +70,7 @@ std::optional<std::vector<Rule>> parse_rules(Collective c, std::string_view text
     Rule rule;
     rule.lo = *lo;
     rule.hi = *hi;
-    rule.text = std::string(item);
+    rule.text = colon == std::string_view::npos ? "0-inf:" + std::string(item) : std::string(item);
     if (choice != "auto") {
       for (std::string_view name : split(choice, '|')) {
         if (name != "library" && !find_algorithm(c, name))

@@ -4,7 +4,8 @@
 // (VENEER_ALLREDUCE, VENEER_BCAST, ...):
 //
 //   rules  := rule ("," rule)*
-//   rule   := size "-" size ":" choice          sizes in bytes, k/M/G suffixes, "inf"
+//   rule   := size "-" size ":" choice | choice  sizes in bytes, k/M/G suffixes, "inf";
+//                                              a bare choice covers every size
 //   choice := "auto" | name ("|" name)*         name: an algorithm or "library"
 //
 // A rule covers lo <= bytes < hi (hi "inf" covers everything above lo). One

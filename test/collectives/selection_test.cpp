@@ -44,6 +44,24 @@ TEST(Tuning, ParsesRules) {
   EXPECT_TRUE(alg::parse_rules(Collective::bcast, ""));
 }
 
+// A bare choice means the whole size range, as the README's examples write it.
+TEST(Tuning, BareChoiceCoversEverySize) {
+  for (const char* text : {"ring", "auto", "library", "ring|rabenseifner", " two_level "}) {
+    std::string error;
+    auto rules = alg::parse_rules(Collective::allreduce, text, &error);
+    ASSERT_TRUE(rules) << text << ": " << error;
+    ASSERT_EQ(rules->size(), 1u) << text;
+    EXPECT_EQ((*rules)[0].lo, 0) << text;
+    EXPECT_TRUE((*rules)[0].covers(std::numeric_limits<int64_t>::max())) << text;
+  }
+  auto ring = alg::parse_rules(Collective::allreduce, "ring");
+  EXPECT_EQ((*ring)[0].choices, (std::vector<std::string>{"ring"}));
+  EXPECT_TRUE((*alg::parse_rules(Collective::allreduce, "auto"))[0].choices.empty());
+  auto mixed = alg::parse_rules(Collective::allreduce, "0-4k:recursive_doubling,ring");
+  ASSERT_TRUE(mixed);
+  EXPECT_EQ((*mixed)[1].choices, (std::vector<std::string>{"ring"}));
+}
+
 TEST(Tuning, RejectsJunk) {
   for (const char* junk : {"0-4k", "4k-0:ring", "0-4k:nonexistent", "0-x:ring", "0-4k:ring,", "0-4k:ring|",
                            "0:ring", "0-4k:lanes"}) {
