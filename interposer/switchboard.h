@@ -41,7 +41,10 @@ inline bool cpu_accessible(const void* a, const void* b) {
   if (!c.datatypes) return true;
   const datatypes::Layout* seen = nullptr;
   if (!datatypes::peek_front(type, &seen)) return false;  // not seen on this thread yet: the full rules look it up
-  return !seen || seen->contiguous || seen->size <= 0;
+  // Mean block above the threshold (size / blocks > max, exactly, without a
+  // division): the library's own copy loop is as fast (see p2p_layout).
+  return !seen || seen->contiguous || seen->size <= 0 ||
+         static_cast<__int128>(c.p2p_max_block) * seen->block_count + seen->block_count <= seen->size;
 }
 
 // The layout to pack `count` instances of `type` with for a send or receive,
