@@ -11,6 +11,7 @@
 #include <mutex>
 
 #include "algorithms/buffers.h"
+#include "algorithms/measured.h"
 #include "algorithms/primitives.h"
 #include "algorithms/select.h"
 #include "algorithms/tuning.h"
@@ -281,7 +282,7 @@ std::optional<int> take(const Call& c, MPI_Comm comm) {
   const Choice choice = choose(s, *rules, *m);
   if (config().log_level >= LogLevel::debug)
     log(LogLevel::debug, "%s: %s: %s", describe(s).c_str(),
-        std::string(choice.algorithm ? choice.algorithm->name : "library").c_str(), choice.reason.c_str());
+        std::string(choice.algorithm ? choice.algorithm->name : "library").c_str(), reason(choice, s).c_str());
   if (!choice.algorithm) return pass();
   count(c.collective, choice.algorithm);
   return execute(*choice.algorithm, c, *h);
@@ -389,6 +390,7 @@ std::string explain(Collective c, int64_t bytes, MPI_Comm comm) {
 }
 
 void set_cost_model(const CostModel& m) { g_model.store(std::make_shared<const CostModel>(m)); }
+void set_profile(const topology::Profile& p) { set_cost_model(cost_model_from_profile(p)); }
 const CostModel& cost_model() {
   // Models are replaced rarely; each one is kept alive for the process so references stay valid.
   static std::mutex keep_mutex;
