@@ -12,6 +12,7 @@
 
 #include "algorithms/buffers.h"
 #include "algorithms/decisions.h"
+#include "algorithms/measured.h"
 #include "algorithms/primitives.h"
 #include "algorithms/select.h"
 #include "algorithms/tuning.h"
@@ -278,7 +279,7 @@ bool rememberable(const Call& c) {
 
 // Decides about a call not decided before: the library (algorithm null) or
 // one of Veneer's algorithms on the communicator's hierarchy.
-Decision decide(const Call& c, MPI_Comm comm) {
+Remembered decide(const Call& c, MPI_Comm comm) {
   int inter = 0, p = 0;
   if (PMPI_Comm_test_inter(comm, &inter) != MPI_SUCCESS || inter) return {};
   if (PMPI_Comm_size(comm, &p) != MPI_SUCCESS || p < 2) return {};
@@ -295,7 +296,7 @@ Decision decide(const Call& c, MPI_Comm comm) {
   const Choice choice = choose(s, *rules, *m);
   if (config().log_level >= LogLevel::debug)
     log(LogLevel::debug, "%s: %s: %s", describe(s).c_str(),
-        std::string(choice.algorithm ? choice.algorithm->name : "library").c_str(), choice.reason.c_str());
+        std::string(choice.algorithm ? choice.algorithm->name : "library").c_str(), reason(choice, s).c_str());
   return {choice.algorithm, choice.algorithm ? h : nullptr};
 }
 
@@ -305,8 +306,8 @@ std::optional<int> take(const Call& c, MPI_Comm comm) {
     return std::nullopt;
   }
   const DecisionKey key = decision_key(c, comm);
-  const Decision* known = recall_decision(key);
-  Decision fresh;
+  const Remembered* known = recall_decision(key);
+  Remembered fresh;
   if (!known) {
     fresh = decide(c, comm);
     if (rememberable(c) && watch_communicator(comm)) remember_decision(key, fresh);
@@ -428,6 +429,7 @@ void set_cost_model(const CostModel& m) {
   g_model.store(std::make_shared<const CostModel>(m));
   forget_decisions();
 }
+void set_profile(const topology::Profile& p) { set_cost_model(cost_model_from_profile(p)); }
 const CostModel& cost_model() {
   // Models are replaced rarely; each one is kept alive for the process so references stay valid.
   static std::mutex keep_mutex;

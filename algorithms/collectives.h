@@ -21,6 +21,7 @@
 #include "algorithms/algorithm.h"
 #include "algorithms/cost_model.h"
 #include "algorithms/decisions.h"
+#include "topology/profile.h"
 
 namespace veneer::algorithms {
 
@@ -59,8 +60,11 @@ void reset_collectives_counts();
 // not eligible, and the choice. Collective over comm the first time (builds its hierarchy).
 std::string explain(Collective c, int64_t bytes, MPI_Comm comm);
 
-// Replaces the cost model (a calibrated profile); the default until then.
+// Replaces the cost model; the default until then.
 void set_cost_model(const CostModel& model);
+// Replaces it with a calibrated profile's (measured points, fitted levels):
+// see measured.h; load_profile() there calls it at MPI_Init on every rank.
+void set_profile(const topology::Profile& profile);
 const CostModel& cost_model();
 
 // A call of any collective, for tests and benchmarks. Bcast's buffer is rbuf.

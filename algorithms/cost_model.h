@@ -1,13 +1,31 @@
 #pragma once
-// The cost model, NCCL-style: a latency (alpha), a per-byte transfer time
-// (beta) and a per-byte reduction time (gamma) for each level of the
-// machine, and helpers the algorithms' formulas are written with. The
-// defaults stand in until a calibrated profile exists.
+// The cost model, in one place. Every candidate's predicted time (the
+// library's included) comes from here, with where it came from:
+//
+//  1. measured: a calibrated profile (topology/profile.h) timed this
+//     collective on a communicator of the same shape (ranks, nodes, ranks per
+//     node) at this size; between two measured sizes the time is
+//     interpolated linearly in log(size)-log(time), beyond the ladder
+//     extrapolated from its last two points (algorithms/measured.h).
+//  2. fitted: no points for this shape; the algorithms' alpha-beta-gamma
+//     formulas with the profile's per-level fits (intra-node, inter-node).
+//  3. default: no profile; the same formulas with the constants below.
+//
+// The selector (select.cpp) replaces the library only where the model's own
+// uncertainty cannot reverse the ranking: measured times must differ by more
+// than their measured spreads (beats_library); formula times by the margin of
+// formula_margin (from the fits' measured error, or the built-in 0.8).
 #include <cstdint>
+#include <limits>
+#include <memory>
+#include <string_view>
 
 namespace veneer::algorithms {
 
 struct Shape;
+struct Algorithm;
+struct MeasuredTable;
+struct MeasuredSeries;
 
 struct LinkCost {
   double alpha = 0;  // seconds per message
@@ -26,9 +44,51 @@ struct CostModel {
   // The library runs the flat algorithms with its own tuning; a calibrated
   // profile may say it is slower (factor > 1) or faster than their formulas.
   double library_factor = 1.0;
+
+  // From a calibrated profile (set_profile): which levels were fitted, and the
+  // largest relative error of those fits.
+  bool fitted_intra = false;
+  bool fitted_inter = false;
+  double fit_error = 0;
+  std::shared_ptr<const MeasuredTable> measured;  // the profile's collective timings; null: none
 };
 
 const CostModel& default_cost_model();
+
+// Where a predicted time comes from (see above). `extrapolated`: measured on
+// this shape, but outside the measured sizes.
+enum class Source : uint8_t { measured, interpolated, extrapolated, fitted, defaults };
+inline constexpr int source_count = 5;
+std::string_view source_name(Source s);  // "measured", ..., "default"
+
+struct Prediction {
+  double seconds = std::numeric_limits<double>::infinity();  // infinity: no prediction
+  double spread = 0;                                         // relative, measured sources only
+  Source source = Source::defaults;
+  bool known() const { return seconds < std::numeric_limits<double>::infinity(); }
+  bool from_measurements() const { return source <= Source::extrapolated; }
+};
+
+// The profile's series for s's communicator shape and collective, or nullptr.
+const MeasuredSeries* measured_series(const Shape& s, const CostModel& m);
+
+// Predicted time of `a` (nullptr: the library) for s. With a series (from
+// measured_series), its points only: unknown when the candidate has none
+// there. Without, the formulas (fitted or default). No allocation.
+Prediction predict(const Shape& s, const Algorithm* a, const CostModel& m, const MeasuredSeries* series);
+
+// Whether `best` is faster than `library` beyond the model's uncertainty.
+// Both measured (or inter/extrapolated from measurements):
+//   best * (1 + max(spread_best, min_spread)) < library * (1 - max(spread_library, min_spread))
+// with spreads capped at max_spread; otherwise best < formula_margin(s, m) * library.
+bool beats_library(const Prediction& best, const Prediction& library, const Shape& s, const CostModel& m);
+inline constexpr double min_spread = 0.01;
+inline constexpr double max_spread = 0.5;
+// The formulas' margin: the built-in library_margin (oversubscribed_margin
+// when ranks share cores); with fitted levels (1 - e) / (1 + e) for the fits'
+// error e, clamped to [0.5, 0.95], and no looser than oversubscribed_margin
+// when oversubscribed.
+double formula_margin(const Shape& s, const CostModel& m);
 
 int ceil_log2(int64_t p);                                // 0 for p <= 1
 int floor_pow2(int p);                                   // largest power of two <= p
@@ -42,8 +102,8 @@ const LinkCost& flat_link(const Shape& s, const CostModel& m);
 // exchanges): beyond nic_streams, the node's ranks share its bandwidth.
 LinkCost crowded_link(const Shape& s, const CostModel& m);
 
-// The library's own estimate: the best of the flat algorithms (the library
-// has all of them), whatever their preconditions.
+// The library's own estimate by formula: the best of the flat algorithms (the
+// library has all of them), whatever their preconditions.
 double library_seconds(const Shape& s, const CostModel& m);
 
 }  // namespace veneer::algorithms

@@ -42,7 +42,7 @@ int on_comm_free(MPI_Comm, int, void*, void*) {
 
 }  // namespace
 
-void remember_decision(const DecisionKey& key, const Decision& d) {
+void remember_decision(const DecisionKey& key, const Remembered& d) {
   table().slots[detail::slot_of(key)] = detail::Slot{key, d, g_epoch.load(std::memory_order_acquire)};
 }
 

@@ -35,7 +35,7 @@ struct DecisionKey {
   bool operator==(const DecisionKey&) const = default;
 };
 
-struct Decision {
+struct Remembered {
   const Algorithm* algorithm = nullptr;         // nullptr: the library
   const topology::Hierarchy* hierarchy = nullptr;  // where algorithm runs (valid while comm lives)
 };
@@ -43,7 +43,7 @@ struct Decision {
 namespace detail {
 struct Slot {
   DecisionKey key;
-  Decision decision;
+  Remembered decision;
   uint64_t epoch = 0;  // 0: empty
 };
 inline constexpr size_t kSlots = 64;  // direct-mapped; a job's distinct collective shapes are few
@@ -64,7 +64,7 @@ extern std::atomic<uint64_t> g_epoch;  // bumped whenever every remembered decis
 }  // namespace detail
 
 // This thread's remembered decision for `key`, or nullptr.
-[[gnu::always_inline]] inline const Decision* recall_decision(const DecisionKey& key) {
+[[gnu::always_inline]] inline const Remembered* recall_decision(const DecisionKey& key) {
   detail::Table* t = detail::t_table;
   if (!t) return nullptr;
   const detail::Slot& s = t->slots[detail::slot_of(key)];
@@ -72,7 +72,7 @@ extern std::atomic<uint64_t> g_epoch;  // bumped whenever every remembered decis
   return &s.decision;
 }
 // Remembers `d` for `key` on this thread (call only for keys that may be remembered: see above).
-void remember_decision(const DecisionKey& key, const Decision& d);
+void remember_decision(const DecisionKey& key, const Remembered& d);
 // Forgets every decision of every thread (rules, model or profile changed).
 void forget_decisions();
 // Makes sure every decision is forgotten when `comm` is freed. False if that

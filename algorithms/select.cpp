@@ -1,8 +1,10 @@
 #include "algorithms/select.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
-#include <limits>
+
+#include "algorithms/measured.h"
 
 namespace veneer::algorithms {
 namespace {
@@ -17,56 +19,155 @@ std::string seconds_text(double s) {
   return text;
 }
 
-}  // namespace
+std::string percent_text(double spread) {
+  char text[16];
+  std::snprintf(text, sizeof text, "%.0f%%", spread * 100);
+  return text;
+}
 
-Choice choose(const Shape& s, const Tuning& t, const CostModel& m) {
-  Choice c;
-  c.library_seconds = library_seconds(s, m);
+std::string name_of(const Algorithm* a) { return a ? std::string(a->name) : std::string("library"); }
+
+std::array<std::atomic<uint64_t>, source_count> g_by_source{};
+std::atomic<uint64_t> g_forced{0};
+
+void count(const Choice& c) {
+  const bool forced = c.decision == Decision::forced || c.decision == Decision::forced_library ||
+                      c.decision == Decision::forced_ineligible;
+  if (forced) g_forced.fetch_add(1, std::memory_order_relaxed);
+  else g_by_source[static_cast<size_t>(c.source)].fetch_add(1, std::memory_order_relaxed);
+}
+
+void take_library(Choice& c) {
+  c.algorithm = nullptr;
   c.predicted_seconds = c.library_seconds;
-  bool from_user = false;
-  const Rule* rule = t.rule_for(s.collective, s.bytes, &from_user);
-  const std::string source = rule ? std::string(from_user ? override_variable(s.collective) : "built-in rule") +
-                                        " (" + rule->text + ")"
-                                  : std::string("no rule");
+  c.source = c.library_source;
+  c.spread = c.library_spread;
+}
+
+void take(Choice& c, const Algorithm* a, const Prediction& p) {
+  c.algorithm = a;
+  c.predicted_seconds = p.seconds;
+  c.source = p.source;
+  c.spread = p.spread;
+}
+
+// choose() without counting (explain() uses it too).
+Choice decide(const Shape& s, const Tuning& t, const CostModel& m) {
+  Choice c;
+  c.rule = t.rule_for(s.collective, s.bytes, &c.rule_from_user);
+  const Rule* rule = c.rule;
+  // Measured points for this shape, if the library's own time is among them.
+  const MeasuredSeries* series = measured_series(s, m);
+  Prediction library = predict(s, nullptr, m, series);
+  if (series && !library.known()) {
+    series = nullptr;
+    library = predict(s, nullptr, m, nullptr);
+  }
+  auto set_library = [&](const Prediction& p) {
+    c.library_seconds = p.seconds;
+    c.library_source = p.source;
+    c.library_spread = p.spread;
+  };
+  set_library(library);
+
   if (rule && rule->choices.size() == 1) {
-    const std::string& name = rule->choices[0];
-    const Algorithm* forced = find_algorithm(s.collective, name);
-    std::string why;
+    const Algorithm* forced = find_algorithm(s.collective, rule->choices[0]);
     if (!forced) {
-      c.reason = "library forced by " + source;
-    } else if (eligible(*forced, s, &why)) {
-      c.algorithm = forced;
-      c.predicted_seconds = forced->predicted_seconds(s, m);
-      c.reason = "forced by " + source;
+      c.decision = Decision::forced_library;
+      take_library(c);
+    } else if (eligible(*forced, s)) {
+      Prediction p = predict(s, forced, m, series);
+      if (!p.known()) p = predict(s, forced, m, nullptr);
+      c.decision = Decision::forced;
+      take(c, forced, p);
     } else {
-      c.reason = name + " forced by " + source + " but " + why + ": library";
+      c.decision = Decision::forced_ineligible;
+      c.best = forced;
+      take_library(c);
     }
     return c;
   }
+
   const Algorithm* best = nullptr;
-  double best_seconds = std::numeric_limits<double>::infinity();
-  for (const Algorithm* a : algorithms_for(s.collective)) {
-    if (!allows(rule, a->name) || !eligible(*a, s)) continue;
-    double predicted = a->predicted_seconds(s, m);
-    if (predicted < best_seconds) {
-      best = a;
-      best_seconds = predicted;
+  Prediction best_time;
+  for (;;) {
+    for (const Algorithm* a : algorithms_for(s.collective)) {
+      if (!allows(rule, a->name) || !eligible(*a, s)) continue;
+      const Prediction p = predict(s, a, m, series);
+      if (p.known() && p.seconds < best_time.seconds) {
+        best = a;
+        best_time = p;
+      }
     }
+    if (best || !series) break;
+    // No allowed algorithm was measured on this shape: compare formulas with formulas.
+    series = nullptr;
+    library = predict(s, nullptr, m, nullptr);
+    set_library(library);
   }
-  const double margin = s.oversubscribed ? m.oversubscribed_margin : m.library_margin;
+  c.from_measurements = series != nullptr;
+  c.best = best;
+  c.best_seconds = best_time.seconds;
   if (!best) {
-    c.reason = "no eligible algorithm under " + source + ": library";
-  } else if (allows(rule, "library") && !(best_seconds < margin * c.library_seconds)) {
-    char text[160];
-    std::snprintf(text, sizeof text, "cost model under %s: best, %s, not below %.2f x the library's estimate",
-                  source.c_str(), std::string(best->name).c_str(), margin);
-    c.reason = text;
+    c.decision = Decision::no_eligible;
+    take_library(c);
+  } else if (allows(rule, "library") && !beats_library(best_time, library, s, m)) {
+    c.decision = Decision::library_kept;
+    take_library(c);
   } else {
-    c.algorithm = best;
-    c.predicted_seconds = best_seconds;
-    c.reason = "cost model under " + source;
+    c.decision = Decision::model;
+    take(c, best, best_time);
   }
+  if (!c.from_measurements) c.margin = formula_margin(s, m);
   return c;
+}
+
+}  // namespace
+
+Choice choose(const Shape& s, const Tuning& t, const CostModel& m) {
+  Choice c = decide(s, t, m);
+  count(c);
+  return c;
+}
+
+std::string reason(const Choice& c, const Shape& s) {
+  std::string rule = "no rule";
+  if (c.rule) {
+    rule = c.rule_from_user ? std::string(override_variable(s.collective)) : std::string("built-in rule");
+    rule += " (" + c.rule->text + ")";
+  }
+  const std::string source(source_name(c.from_measurements ? c.library_source : c.source));
+  switch (c.decision) {
+    case Decision::forced: return "forced by " + rule;
+    case Decision::forced_library: return "library forced by " + rule;
+    case Decision::forced_ineligible: {
+      std::string why = "not eligible";
+      if (c.best) eligible(*c.best, s, &why);
+      return name_of(c.best) + " forced by " + rule + " but " + why + ": library";
+    }
+    case Decision::no_eligible: return "no eligible algorithm under " + rule + ": library";
+    case Decision::library_kept:
+      if (c.from_measurements)
+        return "measured times under " + rule + ": best, " + name_of(c.best) + " at " + seconds_text(c.best_seconds) +
+               ", not faster than the library's " + seconds_text(c.library_seconds) + " (" + source +
+               ") beyond their spreads";
+      {
+        char margin[16];
+        std::snprintf(margin, sizeof margin, "%.2f", c.margin);
+        return "cost model (" + source + ") under " + rule + ": best, " + name_of(c.best) + " at " +
+               seconds_text(c.best_seconds) + ", not below " + margin + " x the library's estimate " +
+               seconds_text(c.library_seconds);
+      }
+    case Decision::model:
+      if (!allows(c.rule, "library"))
+        return std::string(source_name(c.source)) + " times under " + rule + " (the library not allowed): " +
+               name_of(c.algorithm) + " at " + seconds_text(c.predicted_seconds);
+      return std::string(source_name(c.source)) + " times under " + rule + ": " + name_of(c.algorithm) + " at " +
+             seconds_text(c.predicted_seconds) + (c.from_measurements ? " (±" + percent_text(c.spread) + ")" : "") +
+             " beats the library's " + seconds_text(c.library_seconds) +
+             (c.from_measurements ? " (±" + percent_text(c.library_spread) + ")" : "");
+  }
+  return "";
 }
 
 std::string describe(const Shape& s) {
@@ -86,20 +187,60 @@ std::string describe(const Shape& s) {
 
 std::string explain(const Shape& s, const Tuning& t, const CostModel& m) {
   std::string out = describe(s) + "\n";
-  char line[256];
-  std::snprintf(line, sizeof line, "  %-22s predicted %s\n", "library", seconds_text(library_seconds(s, m)).c_str());
-  out += line;
+  const MeasuredSeries* series = measured_series(s, m);
+  if (series && !predict(s, nullptr, m, series).known()) series = nullptr;
+  auto line = [&](const Algorithm* a) {
+    Prediction p = predict(s, a, m, series);
+    std::string note;
+    if (!p.known()) {
+      p = predict(s, a, m, nullptr);
+      note = ", not measured on this shape";
+    }
+    const std::string spread = p.from_measurements() ? " ±" + percent_text(p.spread) : "";
+    char text[256];
+    std::snprintf(text, sizeof text, "  %-22s predicted %s  %s%s%s\n", name_of(a).c_str(),
+                  seconds_text(p.seconds).c_str(), std::string(source_name(p.source)).c_str(), spread.c_str(),
+                  note.c_str());
+    return std::string(text);
+  };
+  out += line(nullptr);
   for (const Algorithm* a : algorithms_for(s.collective)) {
     std::string why;
-    if (eligible(*a, s, &why))
-      std::snprintf(line, sizeof line, "  %-22s predicted %s\n", std::string(a->name).c_str(),
-                    seconds_text(a->predicted_seconds(s, m)).c_str());
-    else
-      std::snprintf(line, sizeof line, "  %-22s not eligible: %s\n", std::string(a->name).c_str(), why.c_str());
-    out += line;
+    if (eligible(*a, s, &why)) {
+      out += line(a);
+    } else {
+      char text[256];
+      std::snprintf(text, sizeof text, "  %-22s not eligible: %s\n", std::string(a->name).c_str(), why.c_str());
+      out += text;
+    }
   }
-  Choice c = choose(s, t, m);
-  out += "chosen: " + std::string(c.algorithm ? c.algorithm->name : "library") + " (" + c.reason + ")\n";
+  const Choice c = decide(s, t, m);  // explaining is not deciding: not counted
+  out += "chosen: " + name_of(c.algorithm) + " (" + reason(c, s) + ")\n";
+  return out;
+}
+
+DecisionCounts decision_counts() {
+  DecisionCounts d;
+  for (size_t i = 0; i < d.by_source.size(); ++i) d.by_source[i] = g_by_source[i].load(std::memory_order_relaxed);
+  d.forced = g_forced.load(std::memory_order_relaxed);
+  return d;
+}
+
+void reset_decision_counts() {
+  for (auto& n : g_by_source) n.store(0, std::memory_order_relaxed);
+  g_forced.store(0, std::memory_order_relaxed);
+}
+
+std::string decision_counts_text(const DecisionCounts& d) {
+  std::string out;
+  for (int i = 0; i < source_count; ++i) {
+    out += i ? ", " : "";
+    out += source_name(static_cast<Source>(i));
+    out += ' ';
+    out += std::to_string(d.by_source[static_cast<size_t>(i)]);  // (appended apart: GCC 12 warns falsely on + chains)
+  }
+  out += ", forced ";
+  out += std::to_string(d.forced);
   return out;
 }
 

@@ -1,7 +1,13 @@
 #pragma once
 // The selector: among the algorithms a rule allows and whose preconditions
-// hold, the one with the least predicted time, unless the library's own
-// estimate is close enough that the model's error could reverse the ranking.
+// hold, the one with the least predicted time, unless the library's own time
+// is close enough that the model's uncertainty could reverse the ranking
+// (cost_model.h: measured spreads, or the formulas' margin).
+//
+// choose() runs on the path of real calls: it builds no strings and
+// allocates nothing. reason() turns a Choice into text, for logs and explain.
+#include <array>
+#include <cstdint>
 #include <string>
 
 #include "algorithms/algorithm.h"
@@ -10,20 +16,56 @@
 
 namespace veneer::algorithms {
 
+// How a choice was made.
+enum class Decision : uint8_t {
+  forced,             // a rule named one algorithm, and it is eligible
+  forced_library,     // a rule named the library
+  forced_ineligible,  // a rule named one algorithm that is not eligible: the library
+  no_eligible,        // nothing the rule allows is eligible: the library
+  library_kept,       // the library's time is too close to (or below) the best algorithm's
+  model,              // the model's pick (the library allowed and beaten, or not allowed)
+};
+
 struct Choice {
   const Algorithm* algorithm = nullptr;  // nullptr: the library
   double predicted_seconds = 0;          // of the chosen one
+  Source source = Source::defaults;      // of predicted_seconds
   double library_seconds = 0;
-  std::string reason;
+  Source library_source = Source::defaults;
+  double spread = 0, library_spread = 0;  // relative, measured sources only
+  Decision decision = Decision::library_kept;
+  const Algorithm* best = nullptr;  // the fastest algorithm considered (also when the library kept the call)
+  double best_seconds = 0;
+  const Rule* rule = nullptr;       // the rule in force (nullptr: none); owned by the Tuning
+  bool rule_from_user = false;
+  bool from_measurements = false;   // the ranking used the profile's measured points
+  double margin = 0;                // the formulas' margin (formula_margin), when they decided
 };
 
 Choice choose(const Shape& s, const Tuning& t, const CostModel& m);
 
-// Every algorithm of the collective with its predicted time or why it is not
+// Why: e.g. "measured: two_level 1.2e-05 s beats the library's 1.6e-05 s beyond
+// their spreads (3%, 4%) under built-in rule (0-inf:auto)". `s` and the
+// Tuning behind c.rule must be those choose() saw.
+std::string reason(const Choice& c, const Shape& s);
+
+// Every algorithm of the collective with its predicted time and its source
+// (measured, interpolated, extrapolated, fitted, default) or why it is not
 // eligible, the rule in force, and the choice. For logs and `explain`.
 std::string explain(const Shape& s, const Tuning& t, const CostModel& m);
 
 // "8 ranks on 4 nodes (2 per node, node-consecutive), commutative op, in place".
 std::string describe(const Shape& s);
+
+// Decisions made by choose() in this process, by where the chosen time came
+// from; forced ones (a rule naming one choice) apart.
+struct DecisionCounts {
+  std::array<uint64_t, source_count> by_source{};
+  uint64_t forced = 0;
+};
+DecisionCounts decision_counts();
+void reset_decision_counts();
+// "measured 3, interpolated 12, fitted 0, default 0, forced 1"
+std::string decision_counts_text(const DecisionCounts& d);
 
 }  // namespace veneer::algorithms

@@ -7,7 +7,8 @@
 // library's (integer-valued doubles: sums are exact in any order), then
 // times all of them in interleaved batches and prints medians: latency,
 // algorithm and bus bandwidth (nccl-tests convention) and the speed-up over
-// the library; "auto" names the algorithm Veneer's selector would pick.
+// the library; "auto" names the algorithm Veneer's selector would pick with
+// the machine profile libveneer would load (VENEER_PROFILE or the default path).
 // Node structure: the real one, or VENEER_RANKS_PER_NODE's pretend nodes.
 
 #include <mpi.h>
@@ -22,6 +23,8 @@
 #include <vector>
 
 #include "algorithms/collectives.h"
+#include "algorithms/measured.h"
+#include "bench/coll_timing.h"
 #include "topology/hierarchy.h"
 #include "topology/machine.h"
 
@@ -29,6 +32,9 @@ namespace {
 
 namespace alg = veneer::algorithms;
 using alg::Collective;
+using veneer::bench::parse_bytes;
+using veneer::bench::run_once;
+using veneer::bench::Workload;
 
 const char* const kUsage =
     "usage: veneer-bench-coll [--quick] [--collective NAME|all] [--min BYTES] [--max BYTES]\n"
@@ -51,14 +57,6 @@ struct Options {
   double batch_seconds = 0.02;
   std::string csv_path;
 };
-
-int64_t parse_bytes(const char* text) {
-  char* end = nullptr;
-  double v = std::strtod(text, &end);
-  if (end && (*end == 'k' || *end == 'K')) v *= 1024;
-  if (end && (*end == 'm' || *end == 'M')) v *= 1024 * 1024;
-  return static_cast<int64_t>(v);
-}
 
 bool parse(int argc, char** argv, Options& o) {
   bool sizes_given = false, collectives_given = false;
@@ -124,70 +122,6 @@ double bus_factor(Collective c, int p) {
   }
 }
 
-// One call of collective c moving about `bytes` (as the tuning rules count
-// them), on buffers owned here.
-struct Workload {
-  Collective collective;
-  int p = 1, rank = 0;
-  int64_t bytes = 0;  // as actually moved
-  std::vector<double> send, recv;
-  std::vector<int> rcounts;
-  alg::Call call;
-
-  Workload(Collective c, int64_t target, int size, int me) : collective(c), p(size), rank(me) {
-    call.collective = c;
-    const bool reduction = c == Collective::allreduce || c == Collective::reduce ||
-                           c == Collective::reduce_scatter || c == Collective::reduce_scatter_block;
-    const int64_t elements = std::max<int64_t>(1, target / 8);
-    if (reduction) {
-      call.type = MPI_DOUBLE;
-      call.op = MPI_SUM;
-      int64_t in = elements, out = elements;
-      if (c == Collective::reduce_scatter || c == Collective::reduce_scatter_block) {
-        const int64_t block = std::max<int64_t>(1, elements / p);
-        in = block * p;
-        out = block;
-        call.count = static_cast<int>(block);
-        rcounts.assign(static_cast<size_t>(p), static_cast<int>(block));
-        call.rcounts = rcounts.data();
-      } else {
-        call.count = static_cast<int>(elements);
-      }
-      send.resize(static_cast<size_t>(in));
-      recv.resize(static_cast<size_t>(std::max(in, out)));
-      bytes = in * 8;
-      // Small integers: sums are exact whatever the order, so results compare exactly.
-      for (size_t i = 0; i < send.size(); ++i) send[i] = static_cast<double>((i * 7 + static_cast<size_t>(rank) * 3) % 17);
-    } else {
-      call.type = MPI_BYTE;
-      call.stype = MPI_BYTE;
-      if (c == Collective::bcast) {
-        call.count = static_cast<int>(target);
-        recv.resize(static_cast<size_t>((target + 7) / 8));
-        bytes = target;
-      } else {
-        const int64_t block = std::max<int64_t>(1, target / p);
-        call.count = call.scount = static_cast<int>(block);
-        recv.resize(static_cast<size_t>((block * p + 7) / 8));
-        send.resize(static_cast<size_t>(((c == Collective::alltoall ? block * p : block) + 7) / 8));
-        bytes = block * p;
-      }
-      for (size_t i = 0; i < send.size(); ++i) send[i] = static_cast<double>(i % 251 + static_cast<size_t>(rank));
-      for (size_t i = 0; i < recv.size(); ++i) recv[i] = static_cast<double>(i % 13 + static_cast<size_t>(rank));
-    }
-    call.sbuf = send.data();
-    call.rbuf = recv.data();
-  }
-};
-
-double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
-
-// Runs one call; on the bcast root the buffer is its input, so it is refilled only by the check.
-bool run_once(const std::string& method, Workload& w, const veneer::topology::Hierarchy& h) {
-  auto rc = alg::run_with(method, w.call, h);
-  return rc && *rc == MPI_SUCCESS;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -202,6 +136,8 @@ int main(int argc, char** argv) {
     return 2;
   }
   alg::collectives_init();
+  // The machine profile, as libveneer loads it at MPI_Init: "auto" is the choice it leads to.
+  const alg::ProfileInfo profile = alg::load_profile(MPI_COMM_WORLD);
   const veneer::topology::Hierarchy* h = veneer::topology::hierarchy(MPI_COMM_WORLD);
   if (!h) {
     if (rank == 0) std::fprintf(stderr, "veneer-bench-coll: no hierarchy for MPI_COMM_WORLD\n");
@@ -210,8 +146,8 @@ int main(int argc, char** argv) {
   }
   FILE* csv = nullptr;
   if (rank == 0) {
-    std::printf("# veneer-bench-coll: %s\n# machine: %s\n", h->describe().c_str(),
-                veneer::topology::machine().summary().c_str());
+    std::printf("# veneer-bench-coll: %s\n# machine: %s\n# model: %s\n", h->describe().c_str(),
+                veneer::topology::machine().summary().c_str(), profile.describe().c_str());
     if (!o.explain)
       std::printf("# medians of %d batches of ~%.0f ms; x lib = library time / this time (> 1: faster than the library)\n",
                   o.repetitions, o.batch_seconds * 1e3);
@@ -236,58 +172,19 @@ int main(int argc, char** argv) {
     for (int64_t target = o.min_bytes; target <= o.max_bytes; target *= 8) {
       Workload w(c, target, p, rank);
       // The methods that run here, each checked once against the library.
-      std::vector<std::string> methods{"library"};
-      for (const auto* a : alg::algorithms_for(c)) methods.emplace_back(a->name);
-      const std::vector<double> original = w.recv;
-      std::vector<double> expected = original;
-      w.call.rbuf = expected.data();
-      run_once("library", w, *h);
-      std::vector<std::string> runnable{"library"};
-      for (size_t m = 1; m < methods.size(); ++m) {
-        std::vector<double> got = original;
-        w.call.rbuf = got.data();
-        auto rc = alg::run_with(methods[m], w.call, *h);
-        if (!rc) continue;  // not eligible here (same answer on every rank)
-        // Reduce: only the root's result counts; reduce_scatter: only this rank's block.
-        size_t compare = got.size();
-        if (c == Collective::reduce_scatter || c == Collective::reduce_scatter_block)
-          compare = static_cast<size_t>(w.call.count);
-        bool ok = *rc == MPI_SUCCESS &&
-                  (c == Collective::reduce && rank != 0 ? true
-                                                        : std::equal(got.begin(), got.begin() + static_cast<long>(compare), expected.begin()));
-        int all_ok = ok ? 1 : 0;
-        MPI_Allreduce(MPI_IN_PLACE, &all_ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-        if (!all_ok) {
-          if (rank == 0) std::printf("%10lld  %-22s WRONG RESULT: not timed\n", static_cast<long long>(w.bytes), methods[m].c_str());
-          ++failures;
-          continue;
-        }
-        runnable.push_back(methods[m]);
+      std::vector<std::string> wrong;
+      const std::vector<std::string> runnable = veneer::bench::checked_methods(w, *h, &wrong);
+      for (const std::string& m : wrong) {
+        if (rank == 0) std::printf("%10lld  %-22s WRONG RESULT: not timed\n", static_cast<long long>(w.bytes), m.c_str());
+        ++failures;
       }
-      w.call.rbuf = w.recv.data();
-      // Batch length: calibrated on the library by rank 0, the same on all ranks.
-      double t0 = now();
-      run_once("library", w, *h);
-      double once = now() - t0;
-      MPI_Allreduce(MPI_IN_PLACE, &once, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-      int iterations = static_cast<int>(std::clamp(o.batch_seconds / std::max(once, 1e-7), 1.0, 20000.0));
-      MPI_Bcast(&iterations, 1, MPI_INT, 0, MPI_COMM_WORLD);
-      std::vector<std::vector<double>> samples(runnable.size());
-      for (int r = 0; r < o.repetitions; ++r) {
-        for (size_t k = 0; k < runnable.size(); ++k) {
-          const size_t m = (k + static_cast<size_t>(r)) % runnable.size();  // rotate who goes first
-          run_once(runnable[m], w, *h);                                      // warm
-          MPI_Barrier(MPI_COMM_WORLD);
-          double start = now();
-          for (int i = 0; i < iterations; ++i) run_once(runnable[m], w, *h);
-          double t = (now() - start) / iterations;
-          MPI_Allreduce(MPI_IN_PLACE, &t, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-          samples[m].push_back(t);
-        }
-      }
+      const int iterations = veneer::bench::batch_iterations(w, *h, o.batch_seconds);
+      auto samples = veneer::bench::time_methods(runnable, w, *h, iterations, o.repetitions);
+      // The slowest rank's time of each batch; the median over batches.
       std::vector<double> median(runnable.size());
       for (size_t m = 0; m < runnable.size(); ++m) {
         auto& s = samples[m];
+        MPI_Allreduce(MPI_IN_PLACE, s.data(), static_cast<int>(s.size()), MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
         std::sort(s.begin(), s.end());
         median[m] = s[s.size() / 2];
       }

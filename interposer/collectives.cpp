@@ -254,7 +254,7 @@ namespace {
   const Config& c = config();
   if (!c.enabled || !c.collectives) return false;  // the full path passes through, and counts
   if (c.report != 0 || (c.device && !kernels::device_memory_surely_absent())) return false;
-  const alg::Decision* d = alg::recall_decision(alg::decision_key(call, comm));
+  const alg::Remembered* d = alg::recall_decision(alg::decision_key(call, comm));
   return d && !d->algorithm;
 }
 }  // namespace

@@ -4,6 +4,7 @@
 
 #include <atomic>
 
+#include "algorithms/measured.h"
 #include "datatypes/cache.h"
 #include "interposer/device.h"
 #include "interposer/forward.h"
@@ -36,19 +37,26 @@ void start() {
   log(LogLevel::info, "Veneer %s loaded (%s)%s", VENEER_VERSION, VENEER_MPI_FLAVOR,
       config().enabled ? "" : ", disabled by VENEER_DISABLE");
 }
+// The machine profile: rank 0 reads it and broadcasts it on MPI_COMM_WORLD, so
+// only from MPI_Init/Init_thread, which every rank calls (never from start(),
+// which a lone MPI_Type_commit may run).
+void start_with_profile() {
+  start();
+  algorithms::load_profile(MPI_COMM_WORLD, config().enabled && config().collectives);
+}
 }  // namespace
 
 extern "C" int MPI_Init(int* argc, char*** argv) {
   next::resolve();
   const int rc = next::Init(argc, argv);
-  if (rc == MPI_SUCCESS) start();
+  if (rc == MPI_SUCCESS) start_with_profile();
   return rc;
 }
 
 extern "C" int MPI_Init_thread(int* argc, char*** argv, int required, int* provided) {
   next::resolve();
   const int rc = next::Init_thread(argc, argv, required, provided);
-  if (rc == MPI_SUCCESS) start();
+  if (rc == MPI_SUCCESS) start_with_profile();
   return rc;
 }
 

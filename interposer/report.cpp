@@ -4,6 +4,8 @@
 #include <string>
 #include <vector>
 
+#include "algorithms/measured.h"
+#include "algorithms/select.h"
 #include "datatypes/cache.h"
 #include "interposer/requests.h"
 #include "support/config.h"
@@ -67,6 +69,13 @@ void print_report() {
     std::fprintf(out, "  %-28s %14lld (limit %lld)\n", "staging bytes pooled", static_cast<long long>(pool.pooled_bytes),
                  static_cast<long long>(pool.limit));
     std::fprintf(out, "  %-28s %14lld\n", "staging buffers reused", static_cast<long long>(pool.reused));
+    // Which model decided: the machine profile (or why not), and where the chosen times came from.
+    const std::string profile = algorithms::profile_info().describe();
+    std::fprintf(out, "  %-28s %s\n", "model", profile.c_str());
+    const std::string sources = algorithms::decision_counts_text(algorithms::decision_counts());
+    // Every rank decides alike, so rank 0's decisions speak for all.
+    std::fprintf(out, "  %-28s %s\n", cfg.report == 2 ? "decisions by source" : "decisions by source, rank 0",
+                 sources.c_str());
     const std::string coll = collectives_report_text();
     if (!coll.empty()) std::fprintf(out, "%s", coll.c_str());
   }

@@ -117,7 +117,7 @@ TEST(Selection, ForcedChoicesAndTheirLimits) {
   s.commutative = false;
   auto refused = alg::choose(s, with_rules(Collective::allreduce, "0-inf:ring"), m);
   EXPECT_EQ(refused.algorithm, nullptr);
-  EXPECT_NE(refused.reason.find("commutative"), std::string::npos) << refused.reason;
+  EXPECT_NE(alg::reason(refused, s).find("commutative"), std::string::npos) << alg::reason(refused, s);
   // Lanes needs equal nodes.
   s = many_nodes(4096, true);
   s.equal_ranks_per_node = false;
@@ -126,7 +126,7 @@ TEST(Selection, ForcedChoicesAndTheirLimits) {
   // Rules cover sizes: outside 0-4k the defaults apply.
   s = many_nodes(1 << 20, true);
   auto outside = alg::choose(s, with_rules(Collective::allreduce, "0-4k:ring"), m);
-  EXPECT_EQ(outside.reason.find("VENEER_ALLREDUCE"), std::string::npos) << outside.reason;
+  EXPECT_EQ(alg::reason(outside, s).find("VENEER_ALLREDUCE"), std::string::npos) << alg::reason(outside, s);
   EXPECT_EQ(alg::choose(s, with_rules(Collective::allreduce, "0-inf:library"), m).algorithm, nullptr);
 }
 
@@ -152,7 +152,7 @@ TEST(Selection, PicksTheCheapestAndRespectsTheLibraryMargin) {
   }
   // Hierarchy pays across many nodes when flat steps all cross the network.
   auto far = alg::choose(many_nodes(8, false), alg::Tuning{}, m);
-  ASSERT_NE(far.algorithm, nullptr) << far.reason;
+  ASSERT_NE(far.algorithm, nullptr) << alg::reason(far, many_nodes(8, false));
   EXPECT_TRUE(far.algorithm->hierarchical) << far.algorithm->name;
   // One node: the library's own algorithms are as good as ours; it keeps the call.
   alg::Shape one = many_nodes(1 << 20, true);

@@ -273,13 +273,15 @@ for png in "${charts[@]}"; do
   [[ $(head -c 4 "$state/results/plots/$png" | tail -c 3) == PNG ]] || fail "$png is not a PNG"
 done
 
-VENEER_PROFILE=$state/results/profile.json submit calibrate calibrate.sbatch
+VENEER_PROFILE=$state/results/profile.json VENEER_CALIBRATE_ARGS=--quick submit calibrate calibrate.sbatch
 "$python" - "$state/results/profile.json" <<'EOF' || fail "calibration profile"
 import json, sys
 profile = json.load(open(sys.argv[1], encoding="utf-8"))
-assert profile["format"] == "veneer-measurements", "not a measurement profile"
-assert profile["records"] and profile["summary"], "the profile holds no measurements"
-print(f"slurm-check: profile {sys.argv[1]}: {len(profile['records'])} measurements, {profile['summary']}")
+assert profile["format"] == "veneer-profile" and profile["version"] == 1, "not a Veneer machine profile"
+assert profile["fingerprint"]["mpi"] and profile["levels"]["intra"]["alpha"] > 0, "no fingerprint or level fit"
+points = profile["collectives"]
+assert points and all(p["times"]["library"]["median"] > 0 for p in points), "no collective timings"
+print(f"slurm-check: profile {sys.argv[1]}: {len(points)} collective points, {profile['calibration']['seconds']:.1f} s")
 EOF
 
 if [ $nodes = 2 ]; then

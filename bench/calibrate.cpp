@@ -1,0 +1,424 @@
+// veneer-calibrate: measures this machine for Veneer's cost model and writes
+// the machine profile (topology/profile.h) that libveneer reads at MPI_Init.
+//
+//   mpirun -np N veneer-calibrate [--quick] [--out FILE] ...
+//
+// Run it with the rank count and placement of the jobs it should speed up:
+// collective timings are keyed by the communicator's shape (ranks, nodes,
+// ranks per node), and shapes it did not see fall back to the fitted
+// per-level costs. It measures, on MPI_COMM_WORLD (real nodes, or the
+// pretend nodes of VENEER_RANKS_PER_NODE):
+//  - point-to-point one-way times within a node and between nodes (ping-pong
+//    of 1..k concurrent rank pairs at a few sizes), fitted to alpha + beta * bytes
+//    per level with the fit's relative RMS error;
+//  - the local reduction rate (MPI_SUM of doubles, seconds per byte);
+//  - every collective with every algorithm eligible on this communicator and
+//    the library's own (PMPI), over a ladder of sizes, in interleaved batches
+//    (bench/coll_timing.h, as veneer-bench-coll): each rank's median over the
+//    repeats, the maximum over ranks, and the spread (the largest over ranks of
+//    half the inter-quartile range, relative to the median).
+// Linked with the algorithms library directly, not libveneer: the library's
+// collectives are the plain MPI ones.
+#include <mpi.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "algorithms/collectives.h"
+#include "bench/coll_timing.h"
+#include "topology/hierarchy.h"
+#include "topology/machine.h"
+#include "topology/profile.h"
+
+namespace {
+
+namespace alg = veneer::algorithms;
+namespace topo = veneer::topology;
+namespace bench = veneer::bench;
+using alg::Collective;
+
+const char* const kUsage =
+    "usage: veneer-calibrate [--quick] [--out FILE] [--collective NAME|all] [--min BYTES] [--max BYTES]\n"
+    "                        [--step K] [--repetitions R] [--seconds S]\n"
+    "  --quick          8 B to 64 KiB in x8 steps, 3 repetitions of 1 ms batches (a few seconds; for CI)\n"
+    "  --out FILE       where to write the profile (default: VENEER_PROFILE, else\n"
+    "                   ${XDG_CACHE_HOME:-$HOME/.cache}/veneer/profile.json)\n"
+    "  --collective C   allreduce, bcast, reduce, allgather, reduce_scatter, reduce_scatter_block,\n"
+    "                   alltoall or all (default all; repeatable)\n"
+    "  --min/--max      ladder of message sizes in bytes, k/M suffixes (default 8 to 4M)\n"
+    "  --step K         ladder step factor (default 4; the largest size is always measured)\n"
+    "  --repetitions R  interleaved timed batches per method and size (default 9)\n"
+    "  --seconds S      length of one timed batch (default 0.005)\n";
+
+struct Options {
+  bool quick = false;
+  std::string out;
+  std::vector<Collective> collectives;
+  int64_t min_bytes = 8, max_bytes = int64_t{4} << 20;
+  int64_t step = 4;
+  int repetitions = 9;
+  double batch_seconds = 0.005;
+};
+
+bool parse(int argc, char** argv, Options& o) {
+  bool sizes_given = false, step_given = false, reps_given = false, seconds_given = false;
+  for (int a = 1; a < argc; ++a) {
+    const std::string flag = argv[a];
+    auto value = [&]() -> const char* { return a + 1 < argc ? argv[++a] : nullptr; };
+    if (flag == "--quick") {
+      o.quick = true;
+      continue;
+    }
+    const char* v = value();
+    if (!v) return false;
+    if (flag == "--out") {
+      o.out = v;
+    } else if (flag == "--collective") {
+      if (std::string(v) == "all") {
+        for (int i = 0; i < alg::collective_count; ++i) o.collectives.push_back(static_cast<Collective>(i));
+      } else if (auto c = alg::collective_from_name(v)) {
+        o.collectives.push_back(*c);
+      } else {
+        return false;
+      }
+    } else if (flag == "--min" || flag == "--max") {
+      (flag == "--min" ? o.min_bytes : o.max_bytes) = std::max<int64_t>(1, bench::parse_bytes(v));
+      sizes_given = true;
+    } else if (flag == "--step") {
+      o.step = std::max<int64_t>(2, std::atoll(v));
+      step_given = true;
+    } else if (flag == "--repetitions") {
+      o.repetitions = std::max(1, std::atoi(v));
+      reps_given = true;
+    } else if (flag == "--seconds") {
+      o.batch_seconds = std::max(1e-4, std::atof(v));
+      seconds_given = true;
+    } else {
+      return false;
+    }
+  }
+  if (o.quick) {
+    if (!sizes_given) o.max_bytes = 64 << 10;
+    if (!step_given) o.step = 8;
+    if (!reps_given) o.repetitions = 3;
+    if (!seconds_given) o.batch_seconds = 0.001;
+  }
+  if (o.collectives.empty())
+    for (int i = 0; i < alg::collective_count; ++i) o.collectives.push_back(static_cast<Collective>(i));
+  return o.min_bytes <= o.max_bytes;
+}
+
+std::vector<int64_t> ladder(int64_t lo, int64_t hi, int64_t step) {
+  std::vector<int64_t> sizes;
+  for (int64_t b = lo; b <= hi; b *= step) sizes.push_back(b);
+  if (sizes.empty() || sizes.back() != hi) sizes.push_back(hi);
+  return sizes;
+}
+
+// Concurrency levels 1, 2, 4, ... up to `most`, and `most` itself.
+std::vector<int> pair_counts(int most) {
+  std::vector<int> k;
+  for (int n = 1; n <= most; n *= 2) k.push_back(n);
+  if (most >= 1 && k.back() != most) k.push_back(most);
+  return k;
+}
+
+// ---- Point-to-point per level --------------------------------------------------------
+
+// One-way time of `bytes` between the pairs (first pings, second pongs), all
+// pairs at once: each pinger's median over the repeats, the slowest pair's.
+// Collective over MPI_COMM_WORLD; ranks in no pair wait.
+double pingpong(const std::vector<std::pair<int, int>>& pairs, int64_t bytes, int repetitions, double batch_seconds,
+                int rank) {
+  int peer = -1;
+  bool pinger = false;
+  for (const auto& [a, b] : pairs) {
+    if (rank == a) peer = b, pinger = true;
+    if (rank == b) peer = a;
+  }
+  std::vector<char> buf(static_cast<size_t>(std::max<int64_t>(1, bytes)), 1);
+  const int n = static_cast<int>(bytes);
+  auto rounds = [&](int count) {
+    for (int i = 0; i < count && peer >= 0; ++i) {
+      if (pinger) {
+        MPI_Send(buf.data(), n, MPI_BYTE, peer, 7, MPI_COMM_WORLD);
+        MPI_Recv(buf.data(), n, MPI_BYTE, peer, 7, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+      } else {
+        MPI_Recv(buf.data(), n, MPI_BYTE, peer, 7, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        MPI_Send(buf.data(), n, MPI_BYTE, peer, 7, MPI_COMM_WORLD);
+      }
+    }
+  };
+  rounds(2);  // warm
+  MPI_Barrier(MPI_COMM_WORLD);
+  double t0 = bench::now();
+  rounds(1);
+  double once = pinger ? bench::now() - t0 : 0;
+  MPI_Allreduce(MPI_IN_PLACE, &once, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  const int iterations = static_cast<int>(std::clamp(batch_seconds / std::max(once, 1e-7), 1.0, 10000.0));
+  std::vector<double> samples;
+  for (int r = 0; r < repetitions; ++r) {
+    MPI_Barrier(MPI_COMM_WORLD);
+    t0 = bench::now();
+    rounds(iterations);
+    samples.push_back((bench::now() - t0) / iterations / 2);
+  }
+  double mine = pinger ? bench::median_of(samples) : 0;
+  MPI_Allreduce(MPI_IN_PLACE, &mine, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  return mine;
+}
+
+// alpha + beta * bytes through the single-pair points, least squares on the
+// relative error (times span orders of magnitude); the fit's relative RMS error.
+void fit(topo::LevelFit& level) {
+  double uu = 0, uv = 0, vv = 0, u1 = 0, v1 = 0;
+  int n = 0;
+  for (const auto& p : level.points) {
+    if (p.pairs != 1) continue;
+    const double u = 1 / p.seconds, v = static_cast<double>(p.bytes) / p.seconds;
+    uu += u * u, uv += u * v, vv += v * v, u1 += u, v1 += v;
+    ++n;
+  }
+  if (n == 0) return;
+  auto error_of = [&](double a, double b) {
+    double e = 0;
+    for (const auto& p : level.points)
+      if (p.pairs == 1) e += std::pow((a + b * static_cast<double>(p.bytes)) / p.seconds - 1, 2);
+    return std::sqrt(e / n);
+  };
+  double alpha = 0, beta = 0;
+  const double det = uu * vv - uv * uv;
+  if (n >= 2 && det > 0) {
+    alpha = (u1 * vv - v1 * uv) / det;
+    beta = (uu * v1 - uv * u1) / det;
+  }
+  if (n < 2 || det <= 0 || alpha < 0 || beta < 0) {
+    // The better of the one-parameter fits (latency only, bandwidth only).
+    alpha = u1 / uu, beta = 0;
+    if (vv > 0 && error_of(0, v1 / vv) < error_of(alpha, 0)) alpha = 0, beta = v1 / vv;
+  }
+  level.alpha = alpha;
+  level.beta = beta;
+  level.fit_error = error_of(alpha, beta);
+}
+
+// Seconds per byte of MPI_SUM on doubles, the slowest rank's median.
+double reduction_rate(int repetitions, double batch_seconds) {
+  const int n = 32768;  // 256 KiB: a typical reduction chunk, cache-resident
+  std::vector<double> in(n, 1.0), inout(n, 2.0);
+  MPI_Reduce_local(in.data(), inout.data(), n, MPI_DOUBLE, MPI_SUM);
+  double t0 = bench::now();
+  MPI_Reduce_local(in.data(), inout.data(), n, MPI_DOUBLE, MPI_SUM);
+  double once = bench::now() - t0;
+  MPI_Allreduce(MPI_IN_PLACE, &once, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  const int iterations = static_cast<int>(std::clamp(batch_seconds / std::max(once, 1e-8), 1.0, 10000.0));
+  std::vector<double> samples;
+  for (int r = 0; r < repetitions; ++r) {
+    MPI_Barrier(MPI_COMM_WORLD);
+    t0 = bench::now();
+    for (int i = 0; i < iterations; ++i) MPI_Reduce_local(in.data(), inout.data(), n, MPI_DOUBLE, MPI_SUM);
+    samples.push_back((bench::now() - t0) / iterations / (8.0 * n));
+  }
+  double mine = bench::median_of(samples);
+  MPI_Allreduce(MPI_IN_PLACE, &mine, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  return mine;
+}
+
+// Both levels, from the hierarchy: within the first node with two ranks or
+// more, and between the first two nodes (lane i of one with lane i of the other).
+void measure_levels(const topo::Hierarchy& h, const Options& o, topo::Profile& profile) {
+  const std::vector<int64_t> sizes = o.quick ? std::vector<int64_t>{8, 16384, 262144}
+                                             : std::vector<int64_t>{8, 1024, 16384, 262144, 1 << 20};
+  const int reps = std::min(o.repetitions, 5);
+  const double batch = std::min(o.batch_seconds, 0.002);
+  auto measure = [&](const std::vector<std::pair<int, int>>& all_pairs, const char* name) {
+    topo::LevelFit level;
+    for (int k : pair_counts(static_cast<int>(all_pairs.size()))) {
+      const std::vector<std::pair<int, int>> pairs(all_pairs.begin(), all_pairs.begin() + k);
+      // Concurrent pairs only at the largest size (how the bandwidth is shared); latency and the fit from one pair.
+      for (int64_t bytes : sizes) {
+        if (k > 1 && bytes != sizes.back()) continue;
+        const double t = pingpong(pairs, bytes, reps, batch, h.rank);
+        level.points.push_back({bytes, k, t});
+      }
+    }
+    fit(level);
+    if (h.rank == 0)
+      std::printf("# %s: alpha %.2f us, beta %.3f GB/s, fit error %.1f%% (%zu pair%s at most)\n", name,
+                  level.alpha * 1e6, level.beta > 0 ? 1e-9 / level.beta : 0.0, level.fit_error * 100,
+                  all_pairs.size(), all_pairs.size() == 1 ? "" : "s");
+    return level;
+  };
+  for (int node = 0; node < h.node_count; ++node) {
+    const std::vector<int>& ranks = h.node_ranks[static_cast<size_t>(node)];
+    if (ranks.size() < 2) continue;
+    std::vector<std::pair<int, int>> pairs;
+    for (size_t i = 0; i + 1 < ranks.size(); i += 2) pairs.emplace_back(ranks[i], ranks[i + 1]);
+    profile.intra = measure(pairs, "intra-node");
+    break;
+  }
+  if (h.node_count >= 2) {
+    const std::vector<int>& a = h.node_ranks[0];
+    const std::vector<int>& b = h.node_ranks[1];
+    std::vector<std::pair<int, int>> pairs;
+    for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) pairs.emplace_back(a[i], b[i]);
+    profile.inter = measure(pairs, "inter-node");
+    // Streams a node sustains at full speed: concurrent pairs whose time stays within 25% of one pair's.
+    double single = 0;
+    int streams = 1;
+    for (const auto& p : profile.inter->points) {
+      if (p.bytes != sizes.back()) continue;
+      if (p.pairs == 1) single = p.seconds;
+      else if (single > 0 && p.seconds <= 1.25 * single) streams = std::max(streams, p.pairs);
+    }
+    profile.nic_streams = streams;
+  }
+  const double gamma = reduction_rate(reps, batch);
+  if (h.rank == 0) std::printf("# reduction (MPI_SUM, double): %.2f GB/s\n", gamma > 0 ? 1e-9 / gamma : 0.0);
+  if (profile.intra) profile.intra->gamma = gamma;
+  if (profile.inter) profile.inter->gamma = gamma;
+  if (!profile.intra && !profile.inter) {  // one rank per node and one node: still record the reduction rate
+    topo::LevelFit local;
+    local.gamma = gamma;
+    local.fit_error = 1;  // nothing fitted: the formulas keep their widest margin
+    local.alpha = veneer::algorithms::default_cost_model().intra.alpha;
+    local.beta = veneer::algorithms::default_cost_model().intra.beta;
+    profile.intra = local;
+  }
+}
+
+// ---- Collectives ------------------------------------------------------------------------
+
+void measure_collective(Collective c, const topo::Hierarchy& h, const Options& o, topo::Profile& profile,
+                        int* failures) {
+  const std::string cname(alg::collective_name(c));
+  int64_t previous = -1;
+  for (int64_t target : ladder(o.min_bytes, o.max_bytes, o.step)) {
+    bench::Workload w(c, target, h.size, h.rank);
+    if (w.bytes == previous) continue;  // rounded to the same message (blocks per rank)
+    previous = w.bytes;
+    std::vector<std::string> wrong;
+    const std::vector<std::string> methods = bench::checked_methods(w, h, &wrong);
+    for (const std::string& m : wrong) {
+      if (h.rank == 0) std::printf("%-20s %9lld  %s WRONG RESULT: not timed\n", cname.c_str(),
+                                   static_cast<long long>(w.bytes), m.c_str());
+      ++*failures;
+    }
+    const int iterations = bench::batch_iterations(w, h, o.batch_seconds, 2000);
+    const auto samples = bench::time_methods(methods, w, h, iterations, o.repetitions);
+    std::vector<double> medians(methods.size()), spreads(methods.size());
+    for (size_t m = 0; m < methods.size(); ++m) {
+      medians[m] = bench::median_of(samples[m]);
+      spreads[m] = bench::relative_half_iqr(samples[m]);
+    }
+    MPI_Allreduce(MPI_IN_PLACE, medians.data(), static_cast<int>(medians.size()), MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    MPI_Allreduce(MPI_IN_PLACE, spreads.data(), static_cast<int>(spreads.size()), MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    topo::CollectivePoint point;
+    point.collective = cname;
+    point.ranks = h.size;
+    point.nodes = h.node_count;
+    point.ranks_per_node = h.max_ranks_per_node;
+    point.min_ranks_per_node = h.min_ranks_per_node;
+    point.node_consecutive = h.node_consecutive;
+    point.bytes = w.bytes;
+    size_t fastest = 0;
+    for (size_t m = 0; m < methods.size(); ++m) {
+      if (medians[m] <= 0) continue;
+      point.times.emplace_back(methods[m], topo::Timing{medians[m], spreads[m]});
+      if (medians[m] < medians[fastest]) fastest = m;
+    }
+    if (h.rank == 0) {
+      std::printf("%-20s %9lld ", cname.c_str(), static_cast<long long>(w.bytes));
+      for (size_t m = 0; m < methods.size(); ++m)
+        std::printf(" %s %.1f%s", methods[m].c_str(), medians[m] * 1e6, m == fastest ? "*" : "");
+      std::printf("  (us, %d x %d calls)\n", o.repetitions, iterations);
+      std::fflush(stdout);
+    }
+    profile.collectives.push_back(std::move(point));
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  MPI_Init(&argc, &argv);
+  const double started = bench::now();
+  int p = 1, rank = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &p);
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  Options o;
+  if (!parse(argc, argv, o)) {
+    if (rank == 0) std::fputs(kUsage, stderr);
+    MPI_Finalize();
+    return 2;
+  }
+  std::string path = o.out.empty() ? topo::profile_path() : o.out;
+  if (path.empty()) {
+    if (rank == 0) std::fprintf(stderr, "veneer-calibrate: VENEER_PROFILE=off: name a file with --out\n");
+    MPI_Finalize();
+    return 2;
+  }
+  alg::collectives_init();
+  const topo::Hierarchy* h = topo::hierarchy(MPI_COMM_WORLD);
+  if (!h) {
+    if (rank == 0) std::fprintf(stderr, "veneer-calibrate: no hierarchy for MPI_COMM_WORLD\n");
+    MPI_Finalize();
+    return 1;
+  }
+  topo::Profile profile;
+  profile.fingerprint = topo::current_fingerprint();
+  profile.created = topo::utc_timestamp();
+  profile.machine = topo::machine().summary();
+  if (rank == 0)
+    std::printf("# veneer-calibrate: %s\n# machine: %s\n# fingerprint: %s (%s; %s; %s)\n# profile: %s\n",
+                h->describe().c_str(), profile.machine.c_str(), profile.fingerprint.digest().c_str(),
+                profile.fingerprint.cpu.c_str(), profile.fingerprint.mpi.c_str(),
+                profile.fingerprint.transport.c_str(), path.c_str());
+  measure_levels(*h, o, profile);
+  int failures = 0;
+  if (p >= 2) {
+    if (rank == 0)
+      std::printf("# collectives: median per rank of %d interleaved batches of ~%.0f ms, slowest rank; * fastest\n",
+                  o.repetitions, o.batch_seconds * 1e3);
+    for (Collective c : o.collectives) measure_collective(c, *h, o, profile, &failures);
+  } else if (rank == 0) {
+    std::printf("# one rank: no collectives to measure (Veneer passes them through)\n");
+  }
+  double elapsed = bench::now() - started;
+  MPI_Allreduce(MPI_IN_PLACE, &elapsed, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  {
+    veneer::json::Value cal = veneer::json::Value::object();
+    cal.set("ranks", p);
+    cal.set("nodes", h->node_count);
+    cal.set("ranks_per_node", h->max_ranks_per_node);
+    cal.set("pretend_nodes", h->pretend);
+    cal.set("oversubscribed", h->oversubscribed);
+    cal.set("repetitions", o.repetitions);
+    cal.set("batch_seconds", o.batch_seconds);
+    cal.set("min_bytes", o.min_bytes);
+    cal.set("max_bytes", o.max_bytes);
+    cal.set("step", o.step);
+    cal.set("quick", o.quick);
+    cal.set("seconds", elapsed);
+    profile.calibration = std::move(cal);
+  }
+  int status = failures ? 1 : 0;
+  if (rank == 0) {
+    if (auto error = topo::write_profile(profile, path)) {
+      std::fprintf(stderr, "veneer-calibrate: %s\n", error->c_str());
+      status = 1;
+    } else {
+      std::printf("veneer-calibrate: wrote %s (%zu collective points) in %.1f s\n", path.c_str(),
+                  profile.collectives.size(), elapsed);
+    }
+  }
+  MPI_Bcast(&status, 1, MPI_INT, 0, MPI_COMM_WORLD);
+  alg::collectives_finalize();
+  MPI_Finalize();
+  return status;
+}

@@ -1,0 +1,189 @@
+#pragma once
+// Timing collective algorithms side by side, shared by veneer-bench-coll and
+// veneer-calibrate: a workload per (collective, size), a check of every
+// algorithm's result against the library's, and interleaved timed batches.
+// Every function here is collective over the hierarchy's ranks
+// (MPI_COMM_WORLD) and returns the same method lists on every rank.
+#include <mpi.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "algorithms/collectives.h"
+#include "topology/hierarchy.h"
+
+namespace veneer::bench {
+
+namespace alg = veneer::algorithms;
+using alg::Collective;
+
+inline int64_t parse_bytes(const char* text) {
+  char* end = nullptr;
+  double v = std::strtod(text, &end);
+  if (end && (*end == 'k' || *end == 'K')) v *= 1024;
+  if (end && (*end == 'm' || *end == 'M')) v *= 1024 * 1024;
+  return static_cast<int64_t>(v);
+}
+
+inline double now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+inline bool is_reduction(Collective c) {
+  return c == Collective::allreduce || c == Collective::reduce || c == Collective::reduce_scatter ||
+         c == Collective::reduce_scatter_block;
+}
+
+// One call of collective c moving about `target` bytes (as the tuning rules
+// count them), on buffers owned here. Reductions sum doubles; the others move bytes.
+struct Workload {
+  Collective collective;
+  int p = 1, rank = 0;
+  int64_t bytes = 0;  // as actually moved, in the tuning rules' terms
+  std::vector<double> send, recv;
+  std::vector<int> rcounts;
+  alg::Call call;
+
+  Workload(Collective c, int64_t target, int size, int me) : collective(c), p(size), rank(me) {
+    call.collective = c;
+    const int64_t elements = std::max<int64_t>(1, target / 8);
+    if (is_reduction(c)) {
+      call.type = MPI_DOUBLE;
+      call.op = MPI_SUM;
+      int64_t in = elements, out = elements;
+      if (c == Collective::reduce_scatter || c == Collective::reduce_scatter_block) {
+        const int64_t block = std::max<int64_t>(1, elements / p);
+        in = block * p;
+        out = block;
+        call.count = static_cast<int>(block);
+        rcounts.assign(static_cast<size_t>(p), static_cast<int>(block));
+        call.rcounts = rcounts.data();
+      } else {
+        call.count = static_cast<int>(elements);
+      }
+      send.resize(static_cast<size_t>(in));
+      recv.resize(static_cast<size_t>(std::max(in, out)));
+      bytes = in * 8;
+      // Small integers: sums are exact whatever the order, so results compare exactly.
+      for (size_t i = 0; i < send.size(); ++i)
+        send[i] = static_cast<double>((i * 7 + static_cast<size_t>(rank) * 3) % 17);
+    } else {
+      call.type = MPI_BYTE;
+      call.stype = MPI_BYTE;
+      if (c == Collective::bcast) {
+        call.count = static_cast<int>(target);
+        recv.resize(static_cast<size_t>((target + 7) / 8));
+        bytes = target;
+      } else {
+        const int64_t block = std::max<int64_t>(1, target / p);
+        call.count = call.scount = static_cast<int>(block);
+        recv.resize(static_cast<size_t>((block * p + 7) / 8));
+        send.resize(static_cast<size_t>(((c == Collective::alltoall ? block * p : block) + 7) / 8));
+        bytes = block * p;
+      }
+      for (size_t i = 0; i < send.size(); ++i) send[i] = static_cast<double>(i % 251 + static_cast<size_t>(rank));
+      for (size_t i = 0; i < recv.size(); ++i) recv[i] = static_cast<double>(i % 13 + static_cast<size_t>(rank));
+    }
+    call.sbuf = send.data();
+    call.rbuf = recv.data();
+  }
+};
+
+inline bool run_once(const std::string& method, Workload& w, const topology::Hierarchy& h) {
+  auto rc = alg::run_with(method, w.call, h);
+  return rc && *rc == MPI_SUCCESS;
+}
+
+// "library" and every algorithm of the collective that is eligible here and
+// gives the library's result on every rank (checked once each). `wrong`
+// collects those that ran but gave another result.
+inline std::vector<std::string> checked_methods(Workload& w, const topology::Hierarchy& h,
+                                                std::vector<std::string>* wrong = nullptr) {
+  const Collective c = w.collective;
+  const std::vector<double> original = w.recv;
+  std::vector<double> expected = original;
+  w.call.rbuf = expected.data();
+  run_once("library", w, h);
+  std::vector<std::string> runnable{"library"};
+  for (const auto* a : alg::algorithms_for(c)) {
+    const std::string method(a->name);
+    std::vector<double> got = original;
+    w.call.rbuf = got.data();
+    auto rc = alg::run_with(method, w.call, h);
+    if (!rc) continue;  // not eligible here (same answer on every rank)
+    // Reduce: only the root's result counts; reduce_scatter: only this rank's block.
+    size_t compare = got.size();
+    if (c == Collective::reduce_scatter || c == Collective::reduce_scatter_block)
+      compare = static_cast<size_t>(w.call.count);
+    const bool ok = *rc == MPI_SUCCESS &&
+                    (c == Collective::reduce && h.rank != 0
+                         ? true
+                         : std::equal(got.begin(), got.begin() + static_cast<long>(compare), expected.begin()));
+    int all_ok = ok ? 1 : 0;
+    MPI_Allreduce(MPI_IN_PLACE, &all_ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    if (all_ok) runnable.push_back(method);
+    else if (wrong) wrong->push_back(method);
+  }
+  w.call.rbuf = w.recv.data();
+  return runnable;
+}
+
+// Calls per timed batch so that one batch lasts about `batch_seconds` with the
+// library (the slowest rank's first call decides; the same on all ranks).
+inline int batch_iterations(Workload& w, const topology::Hierarchy& h, double batch_seconds, int most = 20000) {
+  run_once("library", w, h);  // warm
+  MPI_Barrier(MPI_COMM_WORLD);
+  const double t0 = now();
+  run_once("library", w, h);
+  double once = now() - t0;
+  MPI_Allreduce(MPI_IN_PLACE, &once, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  int iterations = static_cast<int>(std::clamp(batch_seconds / std::max(once, 1e-7), 1.0, static_cast<double>(most)));
+  MPI_Bcast(&iterations, 1, MPI_INT, 0, MPI_COMM_WORLD);
+  return iterations;
+}
+
+// This rank's seconds per call, [method][repetition]: `repetitions` rounds in
+// which every method runs one batch of `iterations` calls (after one warm-up
+// call), each round starting with a different method; a barrier before each batch.
+inline std::vector<std::vector<double>> time_methods(const std::vector<std::string>& methods, Workload& w,
+                                                     const topology::Hierarchy& h, int iterations, int repetitions) {
+  std::vector<std::vector<double>> samples(methods.size());
+  for (int r = 0; r < repetitions; ++r) {
+    for (size_t k = 0; k < methods.size(); ++k) {
+      const size_t m = (k + static_cast<size_t>(r)) % methods.size();  // rotate who goes first
+      run_once(methods[m], w, h);                                       // warm
+      MPI_Barrier(MPI_COMM_WORLD);
+      const double start = now();
+      for (int i = 0; i < iterations; ++i) run_once(methods[m], w, h);
+      samples[m].push_back((now() - start) / iterations);
+    }
+  }
+  return samples;
+}
+
+inline double median_of(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+// Half the inter-quartile range relative to the median (0 for fewer than 3 samples).
+inline double relative_half_iqr(std::vector<double> v) {
+  if (v.size() < 3) return 0;
+  std::sort(v.begin(), v.end());
+  auto quantile = [&](double q) {
+    const double at = q * static_cast<double>(v.size() - 1);
+    const size_t lo = static_cast<size_t>(at);
+    const size_t hi = std::min(lo + 1, v.size() - 1);
+    return v[lo] + (at - static_cast<double>(lo)) * (v[hi] - v[lo]);
+  };
+  const double med = quantile(0.5);
+  return med > 0 ? 0.5 * (quantile(0.75) - quantile(0.25)) / med : 0;
+}
+
+}  // namespace veneer::bench

@@ -1,0 +1,284 @@
+// Loading the machine profile at MPI_Init (algorithms::load_profile, the call
+// libveneer makes from MPI_Init): rank 0 reads and validates, every rank gets
+// the same model. Missing, corrupt, outdated and foreign profiles fall back to
+// the defaults with one warning and the job goes on; a valid profile only rank
+// 0 can see still reaches every rank, and its measurements decide.
+#include <gtest/gtest.h>
+#include <mpi.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "algorithms/collectives.h"
+#include "algorithms/measured.h"
+#include "test/collectives/harness.h"
+#include "topology/hierarchy.h"
+#include "topology/profile.h"
+
+namespace veneer::test {
+namespace {
+
+// The per-algorithm counts are kept only while a report is wanted; Veneer
+// reads the environment again at MPI_Init, which runs after this.
+const bool g_report_on = [] { return setenv("VENEER_REPORT", "1", 1) == 0; }();
+
+namespace alg = veneer::algorithms;
+namespace topo = veneer::topology;
+using topo::ProfileStatus;
+
+// A directory only this job uses, named by rank 0.
+std::string job_directory() {
+  char name[256] = {};
+  if (world_rank() == 0) std::snprintf(name, sizeof name, "%s/veneer_profile_test_%d", ::testing::TempDir().c_str(), ::getpid());
+  PMPI_Bcast(name, sizeof name, MPI_CHAR, 0, MPI_COMM_WORLD);
+  return name;
+}
+
+void write_file(const std::string& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << text;
+}
+
+// This job's shape, as the calibration would have recorded it.
+topo::CollectivePoint point_here(const char* collective, int64_t bytes, std::vector<std::pair<std::string, double>> times) {
+  const topo::Hierarchy* h = topo::hierarchy(MPI_COMM_WORLD);
+  topo::CollectivePoint p;
+  p.collective = collective;
+  p.ranks = h->size;
+  p.nodes = h->node_count;
+  p.ranks_per_node = h->max_ranks_per_node;
+  p.min_ranks_per_node = h->min_ranks_per_node;
+  p.node_consecutive = h->node_consecutive;
+  p.bytes = bytes;
+  for (auto& [name, seconds] : times) p.times.emplace_back(name, topo::Timing{seconds, 0.02});
+  return p;
+}
+
+// A profile of this machine in which `fast` is twice as fast as everything
+// else for allreduce at 1-16 KiB.
+topo::Profile profile_where(const std::string& fast) {
+  topo::Profile p;
+  p.fingerprint = topo::current_fingerprint();
+  p.created = topo::utc_timestamp();
+  for (int64_t bytes : {int64_t{1024}, int64_t{4096}, int64_t{16384}}) {
+    std::vector<std::pair<std::string, double>> times;
+    const double base = 1e-5 * static_cast<double>(bytes) / 1024;
+    for (const char* name : {"library", "recursive_doubling", "rabenseifner", "ring", "two_level", "lanes"})
+      times.emplace_back(name, name == fast ? base / 2 : base);
+    p.collectives.push_back(point_here("allreduce", bytes, times));
+  }
+  topo::LevelFit intra;
+  intra.alpha = 1e-6;
+  intra.beta = 1e-10;
+  intra.gamma = 1e-10;
+  intra.fit_error = 0.2;
+  p.intra = intra;
+  return p;
+}
+
+// Runs load_profile with VENEER_PROFILE=path (on rank 0; `others` elsewhere),
+// capturing rank 0's log. Returns what it reported.
+struct Loaded {
+  alg::ProfileInfo info;
+  std::string log;  // rank 0's stderr during the load
+};
+
+Loaded load(const std::string& path, const std::string& others = "") {
+  const std::string mine = world_rank() == 0 || others.empty() ? path : others;
+  setenv("VENEER_PROFILE", mine.c_str(), 1);
+  Loaded out;
+  const std::string capture = job_directory() + "/stderr." + std::to_string(world_rank());
+  std::fflush(stderr);
+  const int saved = dup(2);
+  FILE* f = std::fopen(capture.c_str(), "w");
+  if (f) dup2(fileno(f), 2);
+  out.info = alg::load_profile(MPI_COMM_WORLD);
+  std::fflush(stderr);
+  dup2(saved, 2);
+  close(saved);
+  if (f) std::fclose(f);
+  std::ifstream in(capture);
+  std::ostringstream text;
+  text << in.rdbuf();
+  out.log = text.str();
+  std::remove(capture.c_str());
+  unsetenv("VENEER_PROFILE");
+  return out;
+}
+
+int count_of(const std::string& text, const std::string& what) {
+  int n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+// Every rank holds the same status, and the same choice for a few shapes.
+void expect_ranks_agree(const alg::ProfileInfo& info) {
+  std::string mine = std::string(topo::status_name(info.status)) + "|" + info.fingerprint + "|";
+  const topo::Hierarchy* h = topo::hierarchy(MPI_COMM_WORLD);
+  std::vector<double> send(1 << 17, 1.0), recv(1 << 17);
+  for (int count : {1, 128, 512, 2048, 1 << 17}) {
+    alg::Call call;
+    call.collective = alg::Collective::allreduce;
+    call.sbuf = send.data();
+    call.rbuf = recv.data();
+    call.count = count;
+    call.type = MPI_DOUBLE;
+    call.op = MPI_SUM;
+    mine += std::string(alg::chosen_for(call, *h)) + ",";
+  }
+  char theirs[512] = {};
+  mine.copy(theirs, sizeof theirs - 1);
+  PMPI_Bcast(theirs, sizeof theirs, MPI_CHAR, 0, MPI_COMM_WORLD);
+  EXPECT_EQ(mine, std::string(theirs)) << "rank " << world_rank();
+}
+
+// The job goes on: an allreduce through Veneer's entry point matches the library's.
+void expect_allreduce_works() {
+  std::vector<double> in(700), out(700), ref(700);
+  for (size_t i = 0; i < in.size(); ++i) in[i] = static_cast<double>(i % 11 + world_rank());
+  MPI_Allreduce(in.data(), out.data(), 700, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+  PMPI_Allreduce(in.data(), ref.data(), 700, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+  EXPECT_EQ(out, ref);
+}
+
+class ProfileLoading : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = job_directory();
+    if (world_rank() == 0) ::mkdir(dir_.c_str(), 0700);
+    PMPI_Barrier(MPI_COMM_WORLD);
+  }
+  void TearDown() override {
+    PMPI_Barrier(MPI_COMM_WORLD);
+    setenv("VENEER_PROFILE", "off", 1);  // back to the defaults for the next test
+    alg::load_profile(MPI_COMM_WORLD);
+    unsetenv("VENEER_PROFILE");
+    if (world_rank() == 0) {
+      for (const char* f : {"good.json", "corrupt.json", "types.json", "foreign.json", "outdated.json", "older.json"})
+        std::remove((dir_ + "/" + f).c_str());
+      ::rmdir(dir_.c_str());
+    }
+  }
+  // Written by rank 0 only.
+  std::string file(const char* name, const std::string& text) {
+    const std::string path = dir_ + "/" + name;
+    if (world_rank() == 0) write_file(path, text);
+    PMPI_Barrier(MPI_COMM_WORLD);
+    return path;
+  }
+  std::string dir_;
+};
+
+TEST_F(ProfileLoading, MissingFileAtTheDefaultPathIsOnlyInfo) {
+  setenv("XDG_CACHE_HOME", (dir_ + "/cache").c_str(), 1);
+  unsetenv("VENEER_PROFILE");
+  alg::ProfileInfo info = alg::load_profile(MPI_COMM_WORLD);
+  unsetenv("XDG_CACHE_HOME");
+  EXPECT_EQ(info.status, ProfileStatus::missing);
+  EXPECT_EQ(info.path, dir_ + "/cache/veneer/profile.json");
+  EXPECT_EQ(alg::cost_model().measured, nullptr);
+  EXPECT_FALSE(alg::cost_model().fitted_intra);
+  expect_ranks_agree(info);
+  // Named explicitly and missing: a warning.
+  Loaded named = load(dir_ + "/nowhere.json");
+  EXPECT_EQ(named.info.status, ProfileStatus::missing);
+  if (world_rank() == 0) EXPECT_EQ(count_of(named.log, "machine profile not used"), 1) << named.log;
+  else EXPECT_EQ(named.log, "");
+  expect_allreduce_works();
+}
+
+TEST_F(ProfileLoading, BrokenProfilesFallBackToDefaultsWithOneWarning) {
+  const std::string good = topo::profile_text(profile_where("two_level"));
+  std::string types = good;
+  types.replace(types.find("\"ranks\": "), 9, "\"ranks\": \"x\", \"r\": ");
+  topo::Profile foreign = profile_where("two_level");
+  foreign.fingerprint.cpu += " (another one)";
+  topo::Profile older = profile_where("two_level");
+  older.fingerprint.veneer = "0.0.1";
+  std::string outdated = good;
+  outdated.replace(outdated.find("\"version\": 1"), 12, "\"version\": 99");
+  struct Case {
+    std::string path;
+    ProfileStatus status;
+  };
+  const std::vector<Case> cases = {
+      {file("corrupt.json", good.substr(0, good.size() / 2)), ProfileStatus::corrupt},  // truncated
+      {file("types.json", types), ProfileStatus::corrupt},
+      {file("foreign.json", topo::profile_text(foreign)), ProfileStatus::foreign},
+      {file("outdated.json", outdated), ProfileStatus::outdated},
+      {file("older.json", topo::profile_text(older)), ProfileStatus::outdated},
+      {dir_, ProfileStatus::unreadable},  // a directory
+  };
+  for (const Case& c : cases) {
+    Loaded l = load(c.path);
+    EXPECT_EQ(l.info.status, c.status) << c.path << ": " << l.info.why;
+    EXPECT_EQ(alg::cost_model().measured, nullptr) << c.path;
+    EXPECT_NE(l.info.describe().find("built-in defaults: "), std::string::npos) << l.info.describe();
+    if (world_rank() == 0) EXPECT_EQ(count_of(l.log, "machine profile not used"), 1) << c.path << ": " << l.log;
+    else EXPECT_EQ(l.log, "") << c.path;
+    expect_ranks_agree(l.info);
+    expect_allreduce_works();
+  }
+}
+
+TEST_F(ProfileLoading, RankZerosProfileReachesEveryRank) {
+  // Only rank 0 is pointed at the profile; the others at nothing.
+  const std::string path = file("good.json", topo::profile_text(profile_where("two_level")));
+  Loaded l = load(path, dir_ + "/not-there.json");
+  ASSERT_EQ(l.info.status, ProfileStatus::loaded) << l.info.why;
+  EXPECT_EQ(l.info.fingerprint, topo::current_fingerprint().digest());
+  EXPECT_NE(alg::cost_model().measured, nullptr);
+  EXPECT_TRUE(alg::cost_model().fitted_intra);
+  EXPECT_DOUBLE_EQ(alg::cost_model().intra.alpha, 1e-6);
+  EXPECT_EQ(l.log, "");  // loaded: info only
+  expect_ranks_agree(l.info);
+  expect_allreduce_works();
+}
+
+TEST_F(ProfileLoading, MeasurementsDecide) {
+  if (world_size() < 2) GTEST_SKIP() << "one rank passes through";
+  const topo::Hierarchy* h = topo::hierarchy(MPI_COMM_WORLD);
+  std::vector<double> send(512, 1.0), recv(512);
+  alg::Call call;
+  call.collective = alg::Collective::allreduce;
+  call.sbuf = send.data();
+  call.rbuf = recv.data();
+  call.count = 512;  // 4 KiB
+  call.type = MPI_DOUBLE;
+  call.op = MPI_SUM;
+  const std::string two_level = file("good.json", topo::profile_text(profile_where("two_level")));
+  ASSERT_EQ(load(two_level).info.status, ProfileStatus::loaded);
+  EXPECT_EQ(alg::chosen_for(call, *h), "two_level");
+  // Between measured sizes (interpolated) too.
+  call.count = 256;
+  EXPECT_EQ(alg::chosen_for(call, *h), "two_level");
+  // And through the real entry point: counted as two_level, result exact.
+  alg::reset_collectives_counts();
+  expect_allreduce_works();  // 700 doubles: between 4 and 16 KiB
+  uint64_t two_level_calls = 0;
+  for (const auto& e : alg::collectives_counts())
+    if (e.collective == alg::Collective::allreduce && e.algorithm == "two_level") two_level_calls = e.calls;
+  EXPECT_EQ(two_level_calls, 1u);
+  // A user rule still wins over the measurements.
+  setenv("VENEER_ALLREDUCE", "0-inf:ring", 1);
+  alg::collectives_init();
+  EXPECT_EQ(alg::chosen_for(call, *h), "ring");
+  unsetenv("VENEER_ALLREDUCE");
+  alg::collectives_init();
+  // Where the library measures fastest, the library.
+  PMPI_Barrier(MPI_COMM_WORLD);
+  const std::string library = file("good.json", topo::profile_text(profile_where("library")));
+  ASSERT_EQ(load(library).info.status, ProfileStatus::loaded);
+  call.count = 512;
+  EXPECT_EQ(alg::chosen_for(call, *h), "library");
+}
+
+}  // namespace
+}  // namespace veneer::test

@@ -1,0 +1,463 @@
+// The calibrated model with synthetic profiles: reading and validating
+// profiles, interpolation and extrapolation of measured times, the spread
+// rule, the fallbacks to fitted and default formulas, forced rules, and that
+// choose() allocates nothing. No MPI calls.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cmath>
+#include <cstdlib>
+#include <new>
+#include <string>
+#include <unistd.h>
+
+#include "algorithms/measured.h"
+#include "algorithms/select.h"
+#include "algorithms/tuning.h"
+#include "topology/profile.h"
+
+// Counts heap allocations made by this thread while `counting` is set.
+namespace {
+thread_local bool counting = false;
+thread_local long allocations = 0;
+}  // namespace
+
+void* operator new(std::size_t n) {
+  if (counting) ++allocations;
+  if (void* p = std::malloc(n ? n : 1)) return p;
+  throw std::bad_alloc();
+}
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+
+namespace veneer::test {
+namespace {
+
+namespace alg = veneer::algorithms;
+namespace topo = veneer::topology;
+using alg::Collective;
+using alg::Source;
+
+topo::Fingerprint here() {
+  topo::Fingerprint f;
+  f.topology = "00112233aabbccdd";
+  f.cpu = "Test CPU";
+  f.mpi = "Open MPI v4.1.4";
+  f.transport = "pml ob1";
+  f.veneer = "0.1.0";
+  return f;
+}
+
+// Allreduce on 4 ranks, one node.
+alg::Shape one_node(int64_t bytes, Collective c = Collective::allreduce) {
+  alg::Shape s;
+  s.collective = c;
+  s.bytes = bytes;
+  s.count = bytes / 8;
+  s.ranks = 4;
+  s.nodes = 1;
+  s.min_ranks_per_node = s.max_ranks_per_node = 4;
+  return s;
+}
+
+struct Row {
+  const char* name;
+  double median;
+  double spread;
+};
+
+topo::CollectivePoint point(const char* collective, int64_t bytes, std::initializer_list<Row> rows, int ranks = 4,
+                            int nodes = 1, int rpn = 4) {
+  topo::CollectivePoint p;
+  p.collective = collective;
+  p.ranks = ranks;
+  p.nodes = nodes;
+  p.ranks_per_node = p.min_ranks_per_node = rpn;
+  p.bytes = bytes;
+  for (const Row& r : rows) p.times.emplace_back(r.name, topo::Timing{r.median, r.spread});
+  return p;
+}
+
+// Times grow 4x per 4x size: two_level 1.5x faster than the library, ring slower.
+topo::Profile two_level_wins() {
+  topo::Profile p;
+  p.fingerprint = here();
+  p.created = "2025-01-01T00:00:00Z";
+  for (int64_t bytes : {int64_t{1024}, int64_t{4096}, int64_t{16384}}) {
+    const double scale = static_cast<double>(bytes) / 1024;
+    p.collectives.push_back(point("allreduce", bytes,
+                                  {{"library", 15e-6 * scale, 0.03},
+                                   {"two_level", 10e-6 * scale, 0.03},
+                                   {"ring", 30e-6 * scale, 0.02},
+                                   {"recursive_doubling", 16e-6 * scale, 0.02}}));
+  }
+  topo::LevelFit intra;
+  intra.alpha = 1e-6;
+  intra.beta = 1e-10;
+  intra.gamma = 2e-10;
+  intra.fit_error = 0.1;
+  p.intra = intra;
+  return p;
+}
+
+alg::Tuning rules(Collective c, const char* text) {
+  alg::Tuning t;
+  t.user[static_cast<int>(c)] = *alg::parse_rules(c, text);
+  t.defaults[static_cast<int>(c)] = *alg::parse_rules(c, alg::default_rules(c));
+  return t;
+}
+
+alg::Tuning defaults() {
+  alg::Tuning t;
+  for (int i = 0; i < alg::collective_count; ++i)
+    t.defaults[i] = *alg::parse_rules(static_cast<Collective>(i), alg::default_rules(static_cast<Collective>(i)));
+  return t;
+}
+
+std::string name(const alg::Choice& c) { return c.algorithm ? std::string(c.algorithm->name) : "library"; }
+
+// ---- The profile file -----------------------------------------------------------
+
+TEST(Profile, RoundTripsThroughJson) {
+  topo::Profile p = two_level_wins();
+  topo::LevelFit::Point pt;
+  pt.bytes = 64;
+  pt.pairs = 2;
+  pt.seconds = 3e-6;
+  p.intra->points.push_back(pt);
+  p.nic_streams = 3;
+  p.collectives.push_back(point("bcast", 8, {{"library", 1e-6, 0}}, 8, 2, 5));
+  p.collectives.back().min_ranks_per_node = 3;
+  p.collectives.back().node_consecutive = false;
+  const std::string text = topo::profile_text(p);
+  const topo::Fingerprint f = here();
+  auto back = topo::profile_from_text(text, &f);
+  ASSERT_EQ(back.status, topo::ProfileStatus::loaded) << back.why;
+  ASSERT_TRUE(back.profile);
+  EXPECT_EQ(topo::profile_text(*back.profile), text);
+  EXPECT_EQ(back.profile->collectives.size(), 4u);
+  EXPECT_EQ(back.profile->collectives[3].min_ranks_per_node, 3);
+  EXPECT_FALSE(back.profile->collectives[3].node_consecutive);
+  EXPECT_EQ(back.profile->nic_streams, 3);
+  ASSERT_TRUE(back.profile->intra);
+  EXPECT_EQ(back.profile->intra->points.size(), 1u);
+  EXPECT_FALSE(back.profile->inter);
+}
+
+TEST(Profile, RefusesWhatItCannotTrust) {
+  const topo::Fingerprint f = here();
+  const std::string good = topo::profile_text(two_level_wins());
+  auto status = [&](const std::string& text) { return topo::profile_from_text(text, &f).status; };
+  auto replaced = [&](const std::string& from, const std::string& to) {
+    std::string t = good;
+    const size_t at = t.find(from);
+    EXPECT_NE(at, std::string::npos) << from;
+    return at == std::string::npos ? t : t.replace(at, from.size(), to);
+  };
+  using S = topo::ProfileStatus;
+  EXPECT_EQ(status(good), S::loaded);
+  // Truncated anywhere: corrupt.
+  for (size_t n : {size_t{0}, size_t{1}, good.size() / 3, good.size() / 2, good.size() - 3})
+    EXPECT_EQ(status(good.substr(0, n)), S::corrupt) << n;
+  EXPECT_EQ(status("[1,2,3]"), S::corrupt);
+  EXPECT_EQ(status(replaced("\"veneer-profile\"", "\"something-else\"")), S::corrupt);
+  // Wrong types.
+  EXPECT_EQ(status(replaced("\"version\": 1", "\"version\": \"1\"")), S::corrupt);
+  EXPECT_EQ(status(replaced("\"ranks\": 4", "\"ranks\": \"4\"")), S::corrupt);
+  EXPECT_EQ(status(replaced("\"ranks\": 4", "\"ranks\": 4.5")), S::corrupt);
+  EXPECT_EQ(status(replaced("\"bytes\": 1024", "\"bytes\": -1024")), S::corrupt);
+  EXPECT_EQ(status(replaced("\"alpha\": ", "\"alpha\": \"x\", \"y\": ")), S::corrupt);
+  EXPECT_EQ(status(replaced("\"collectives\": [", "\"collectives\": {\"x\": [")), S::corrupt);
+  EXPECT_EQ(status(replaced("\"median\": ", "\"median\": -")), S::corrupt);
+  EXPECT_EQ(status(replaced("\"median\": ", "\"median\": 0, \"x\": ")), S::corrupt);  // zero time
+  EXPECT_EQ(status(replaced("\"times\": {", "\"times\": {\"ring\": 3, ")), S::corrupt);
+  auto why = topo::profile_from_text(replaced("\"ranks\": 4", "\"ranks\": \"4\""), &f).why;
+  EXPECT_NE(why.find("collectives[0].ranks"), std::string::npos) << why;
+  // Another version of the format, or of Veneer: outdated.
+  EXPECT_EQ(status(replaced("\"version\": 1", "\"version\": 2")), S::outdated);
+  EXPECT_EQ(status(replaced("\"veneer\": \"0.1.0\"", "\"veneer\": \"0.0.9\"")), S::outdated);
+  // Another machine, MPI or transport: foreign.
+  EXPECT_EQ(status(replaced("\"Test CPU\"", "\"Other CPU\"")), S::foreign);
+  EXPECT_EQ(status(replaced("\"pml ob1\"", "\"pml ucx\"")), S::foreign);
+  EXPECT_EQ(status(replaced("00112233aabbccdd", "ffffffffffffffff")), S::foreign);
+  auto foreign = topo::profile_from_text(replaced("\"Open MPI v4.1.4\"", "\"MPICH Version: 4.0.2\""), &f);
+  EXPECT_EQ(foreign.status, S::foreign);
+  EXPECT_NE(foreign.why.find("MPICH"), std::string::npos) << foreign.why;
+  // Unknown members are ignored.
+  EXPECT_EQ(status(replaced("\"created\"", "\"future\": {\"x\": [1]}, \"created\"")), S::loaded);
+  // Without an expected fingerprint (the ranks that receive rank 0's choice): no comparison.
+  EXPECT_EQ(topo::profile_from_text(replaced("\"Test CPU\"", "\"Other CPU\""), nullptr).status, S::loaded);
+}
+
+TEST(Profile, FilesAndPaths) {
+  const std::string dir = ::testing::TempDir() + "veneer_profile_test_" + std::to_string(::getpid());
+  const std::string path = dir + "/sub/profile.json";
+  const topo::Fingerprint f = here();
+  EXPECT_EQ(topo::read_profile(path, &f).status, topo::ProfileStatus::missing);
+  ASSERT_FALSE(topo::write_profile(two_level_wins(), path));  // creates the directories
+  auto read = topo::read_profile(path, &f);
+  EXPECT_EQ(read.status, topo::ProfileStatus::loaded) << read.why;
+  setenv("VENEER_PROFILE", path.c_str(), 1);
+  bool explicit_path = false;
+  EXPECT_EQ(topo::profile_path(&explicit_path), path);
+  EXPECT_TRUE(explicit_path);
+  setenv("VENEER_PROFILE", "off", 1);
+  EXPECT_EQ(topo::profile_path(), "");
+  unsetenv("VENEER_PROFILE");
+  setenv("XDG_CACHE_HOME", "/some/cache", 1);
+  EXPECT_EQ(topo::profile_path(&explicit_path), "/some/cache/veneer/profile.json");
+  EXPECT_FALSE(explicit_path);
+  unsetenv("XDG_CACHE_HOME");
+  std::remove(path.c_str());
+}
+
+// ---- Measured times ----------------------------------------------------------------
+
+TEST(Measured, InterpolatesInLogLog) {
+  topo::Profile p;
+  p.collectives.push_back(point("allreduce", 1000, {{"library", 1e-5, 0.02}, {"ring", 4e-5, 0.01}}));
+  p.collectives.push_back(point("allreduce", 4000, {{"library", 4e-5, 0.05}}));  // ring missing here
+  p.collectives.push_back(point("allreduce", 16000, {{"library", 8e-5, 0.01}, {"ring", 8e-5, 0.01}}));
+  const alg::MeasuredTable table = alg::table_from_profile(p);
+  ASSERT_EQ(table.series.size(), 1u);
+  const alg::MeasuredSeries& s = table.series[0];
+  EXPECT_EQ(s.bytes, (std::vector<int64_t>{1000, 4000, 16000}));
+  const size_t ring = alg::candidate_index(alg::find_algorithm(Collective::allreduce, "ring"));
+  // Measured.
+  auto m = alg::predict_measured(s, 0, 4000);
+  EXPECT_EQ(m.source, Source::measured);
+  EXPECT_DOUBLE_EQ(m.seconds, 4e-5);
+  EXPECT_DOUBLE_EQ(m.spread, 0.05);
+  // Between 1000 and 4000, slope 1: proportional. The spread is the larger neighbour's.
+  auto i = alg::predict_measured(s, 0, 2000);
+  EXPECT_EQ(i.source, Source::interpolated);
+  EXPECT_NEAR(i.seconds, 2e-5, 1e-12);
+  EXPECT_DOUBLE_EQ(i.spread, 0.05);
+  // Between 4000 and 16000, slope 1/2.
+  EXPECT_NEAR(alg::predict_measured(s, 0, 8000).seconds, 4e-5 * std::sqrt(2.0), 1e-12);
+  // Ring skips its missing point: flat between 1000 and 16000 (4e-5 -> 8e-5, slope 1/4).
+  auto r = alg::predict_measured(s, ring, 4000);
+  EXPECT_EQ(r.source, Source::interpolated);
+  EXPECT_NEAR(r.seconds, 4e-5 * std::pow(4.0, 0.25), 1e-12);
+  // Beyond the ladder: extrapolated from the last two points (slope 1/2 above, 1 below).
+  auto above = alg::predict_measured(s, 0, 64000);
+  EXPECT_EQ(above.source, Source::extrapolated);
+  EXPECT_NEAR(above.seconds, 8e-5 * 2, 1e-12);
+  auto below = alg::predict_measured(s, 0, 250);
+  EXPECT_EQ(below.source, Source::extrapolated);
+  EXPECT_NEAR(below.seconds, 1e-5 / 4, 1e-12);
+  // Slopes are clamped to [0, 2]: falling times do not extrapolate below zero growth.
+  EXPECT_NEAR(alg::predict_measured(s, ring, 100).seconds, 4e-5 * std::pow(0.1, 0.25), 1e-12);
+  topo::Profile steep;
+  steep.collectives.push_back(point("allreduce", 1000, {{"library", 1e-3, 0}}));
+  steep.collectives.push_back(point("allreduce", 2000, {{"library", 1e-4, 0}}));
+  const alg::MeasuredTable st = alg::table_from_profile(steep);
+  EXPECT_NEAR(alg::predict_measured(st.series[0], 0, 8000).seconds, 1e-4, 1e-15);  // slope -3.3 -> 0
+  // A candidate without points: unknown.
+  const size_t rd = alg::candidate_index(alg::find_algorithm(Collective::allreduce, "recursive_doubling"));
+  EXPECT_FALSE(alg::predict_measured(s, rd, 2000).known());
+}
+
+TEST(Measured, SeriesAreKeyedByCommunicatorShape) {
+  topo::Profile p = two_level_wins();
+  p.collectives.push_back(point("allreduce", 4096, {{"library", 1e-5, 0}}, 8, 2, 4));
+  p.collectives.push_back(point("no_such_collective", 4096, {{"library", 1e-5, 0}}));
+  p.collectives.push_back(point("bcast", 4096, {{"library", 1e-5, 0}, {"no_such_algorithm", 1e-6, 0}}));
+  const alg::MeasuredTable table = alg::table_from_profile(p);
+  EXPECT_EQ(table.series.size(), 3u);  // allreduce 4/1/4, allreduce 8/2/4, bcast 4/1/4
+  EXPECT_NE(table.find(one_node(64)), nullptr);
+  alg::Shape s = one_node(64);
+  s.ranks = 8;
+  EXPECT_EQ(table.find(s), nullptr);
+  s.nodes = 2;
+  EXPECT_NE(table.find(s), nullptr);
+  s = one_node(64);
+  s.node_consecutive = false;
+  EXPECT_EQ(table.find(s), nullptr);
+  EXPECT_EQ(table.find(one_node(64, Collective::reduce)), nullptr);
+}
+
+// ---- Choosing ------------------------------------------------------------------------
+
+TEST(Model, MeasuredWinnerReplacesTheLibrary) {
+  const alg::CostModel m = alg::cost_model_from_profile(two_level_wins());
+  const alg::Tuning t = defaults();
+  for (int64_t bytes : {int64_t{1024}, int64_t{4096}, int64_t{16384}}) {
+    auto c = alg::choose(one_node(bytes), t, m);
+    EXPECT_EQ(name(c), "two_level") << bytes << ": " << alg::reason(c, one_node(bytes));
+    EXPECT_EQ(c.source, Source::measured);
+    EXPECT_EQ(c.library_source, Source::measured);
+    EXPECT_EQ(c.decision, alg::Decision::model);
+    EXPECT_DOUBLE_EQ(c.library_seconds, 15e-6 * static_cast<double>(bytes) / 1024);
+  }
+  auto between = alg::choose(one_node(2048), t, m);
+  EXPECT_EQ(name(between), "two_level");
+  EXPECT_EQ(between.source, Source::interpolated);
+  auto beyond = alg::choose(one_node(1 << 20), t, m);
+  EXPECT_EQ(name(beyond), "two_level");
+  EXPECT_EQ(beyond.source, Source::extrapolated);
+  const std::string why = alg::reason(between, one_node(2048));
+  EXPECT_NE(why.find("interpolated"), std::string::npos) << why;
+  EXPECT_NE(why.find("two_level"), std::string::npos) << why;
+  // Without the model's formulas having any say: the default model would keep the library here.
+  EXPECT_EQ(name(alg::choose(one_node(4096), t, alg::default_cost_model())), "library");
+}
+
+TEST(Model, TheLibraryKeepsCallsWithinTheSpread) {
+  auto profile_with = [](double fast, double spread_fast, double spread_library) {
+    topo::Profile p;
+    p.fingerprint = here();
+    p.collectives.push_back(point("allreduce", 4096, {{"library", 10e-6, spread_library}, {"two_level", fast, spread_fast}}));
+    return alg::cost_model_from_profile(p);
+  };
+  const alg::Tuning t = defaults();
+  // 10% faster, 3% spreads: 9e-6 * 1.03 < 10e-6 * 0.97.
+  EXPECT_EQ(name(alg::choose(one_node(4096), t, profile_with(9e-6, 0.03, 0.03))), "two_level");
+  // 10% faster, 6% spreads: the intervals overlap.
+  auto kept = alg::choose(one_node(4096), t, profile_with(9e-6, 0.06, 0.06));
+  EXPECT_EQ(name(kept), "library");
+  EXPECT_EQ(kept.decision, alg::Decision::library_kept);
+  EXPECT_NE(alg::reason(kept, one_node(4096)).find("spread"), std::string::npos) << alg::reason(kept, one_node(4096));
+  // No spread recorded: still at least 1% each way.
+  EXPECT_EQ(name(alg::choose(one_node(4096), t, profile_with(9.85e-6, 0, 0))), "library");
+  EXPECT_EQ(name(alg::choose(one_node(4096), t, profile_with(9.7e-6, 0, 0))), "two_level");
+  // Slower than the library: library, whatever the spread.
+  EXPECT_EQ(name(alg::choose(one_node(4096), t, profile_with(11e-6, 0, 0))), "library");
+}
+
+TEST(Model, LibraryFastestMeansLibrary) {
+  topo::Profile p;
+  p.fingerprint = here();
+  p.collectives.push_back(point("allreduce", 4096, {{"library", 5e-6, 0.02}, {"two_level", 10e-6, 0.02},
+                                                    {"ring", 12e-6, 0.02}, {"recursive_doubling", 7e-6, 0.02}}));
+  const alg::CostModel m = alg::cost_model_from_profile(p);
+  auto c = alg::choose(one_node(4096), defaults(), m);
+  EXPECT_EQ(name(c), "library");
+  EXPECT_EQ(c.best, alg::find_algorithm(Collective::allreduce, "recursive_doubling"));
+  EXPECT_TRUE(c.from_measurements);
+}
+
+TEST(Model, ForcedRulesStillWin) {
+  const alg::CostModel m = alg::cost_model_from_profile(two_level_wins());
+  const alg::Shape s = one_node(4096);
+  auto ring = alg::choose(s, rules(Collective::allreduce, "0-inf:ring"), m);
+  EXPECT_EQ(name(ring), "ring");
+  EXPECT_EQ(ring.decision, alg::Decision::forced);
+  EXPECT_EQ(ring.source, Source::measured);  // its time is still the measured one
+  EXPECT_DOUBLE_EQ(ring.predicted_seconds, 120e-6);
+  EXPECT_EQ(name(alg::choose(s, rules(Collective::allreduce, "0-inf:library"), m)), "library");
+  // A rule's list without the library: its fastest measured member, even if slower than the library.
+  auto listed = alg::choose(s, rules(Collective::allreduce, "0-inf:ring|recursive_doubling"), m);
+  EXPECT_EQ(name(listed), "recursive_doubling");
+  // With the library in the list: the library beats both.
+  EXPECT_EQ(name(alg::choose(s, rules(Collective::allreduce, "0-inf:library|ring|recursive_doubling"), m)), "library");
+  // A forced algorithm that is not eligible: the library, as before.
+  alg::Shape noncommutative = s;
+  noncommutative.commutative = false;
+  auto refused = alg::choose(noncommutative, rules(Collective::allreduce, "0-inf:ring"), m);
+  EXPECT_EQ(name(refused), "library");
+  EXPECT_EQ(refused.decision, alg::Decision::forced_ineligible);
+  EXPECT_NE(alg::reason(refused, noncommutative).find("commutative"), std::string::npos);
+  // Eligibility holds for measured winners too: two_level needs node order or a commutative op.
+  noncommutative.node_consecutive = false;
+  auto c = alg::choose(noncommutative, defaults(), alg::cost_model_from_profile(two_level_wins()));
+  EXPECT_NE(name(c), "two_level");
+}
+
+TEST(Model, UnmeasuredShapesUseTheFits) {
+  const alg::CostModel m = alg::cost_model_from_profile(two_level_wins());
+  EXPECT_TRUE(m.fitted_intra);
+  EXPECT_FALSE(m.fitted_inter);
+  EXPECT_DOUBLE_EQ(m.intra.alpha, 1e-6);
+  EXPECT_DOUBLE_EQ(m.intra.gamma, 2e-10);
+  // 8 ranks on one node: not measured; fitted formulas, margin from the fit error 0.1.
+  alg::Shape s = one_node(4096);
+  s.ranks = s.min_ranks_per_node = s.max_ranks_per_node = 8;
+  auto c = alg::choose(s, defaults(), m);
+  EXPECT_EQ(c.library_source, Source::fitted);
+  EXPECT_FALSE(c.from_measurements);
+  EXPECT_NEAR(alg::formula_margin(s, m), 0.9 / 1.1, 1e-12);
+  EXPECT_DOUBLE_EQ(c.library_seconds, alg::library_seconds(s, m));
+  // Two nodes without an inter-node fit: default constants there.
+  s.nodes = 2;
+  s.min_ranks_per_node = s.max_ranks_per_node = 4;
+  EXPECT_EQ(alg::choose(s, defaults(), m).library_source, Source::defaults);
+  EXPECT_DOUBLE_EQ(alg::formula_margin(s, m), m.library_margin);
+  // Oversubscribed: never looser than the built-in oversubscribed margin.
+  s.oversubscribed = true;
+  EXPECT_DOUBLE_EQ(alg::formula_margin(s, m), m.oversubscribed_margin);
+  // Huge fit errors clamp at 0.5; none at 0.95.
+  alg::CostModel bad = m;
+  bad.fit_error = 10;
+  EXPECT_DOUBLE_EQ(alg::formula_margin(one_node(8), bad), 0.5);
+  bad.fit_error = 0;
+  EXPECT_DOUBLE_EQ(alg::formula_margin(one_node(8), bad), 0.95);
+}
+
+TEST(Model, MeasuredShapeWithUnmeasuredCandidates) {
+  // Only the library and ring measured: a rule allowing only two_level|lanes falls back to formulas.
+  topo::Profile p;
+  p.fingerprint = here();
+  p.collectives.push_back(point("allreduce", 4096, {{"library", 10e-6, 0.01}, {"ring", 5e-6, 0.01}}));
+  const alg::CostModel m = alg::cost_model_from_profile(p);
+  auto c = alg::choose(one_node(4096), rules(Collective::allreduce, "0-inf:two_level|lanes"), m);
+  EXPECT_FALSE(c.from_measurements);
+  EXPECT_EQ(c.source, Source::defaults);
+  ASSERT_NE(c.algorithm, nullptr);
+  // Auto: the unmeasured candidates stay out of the measured comparison.
+  auto a = alg::choose(one_node(4096), defaults(), m);
+  EXPECT_EQ(name(a), "ring");
+  EXPECT_TRUE(a.from_measurements);
+  // A series without the library's own time: formulas.
+  topo::Profile q;
+  q.collectives.push_back(point("allreduce", 4096, {{"ring", 5e-6, 0.01}}));
+  EXPECT_FALSE(alg::choose(one_node(4096), defaults(), alg::cost_model_from_profile(q)).from_measurements);
+}
+
+TEST(Model, NoProfileMeansDefaults) {
+  auto c = alg::choose(one_node(4096), defaults(), alg::default_cost_model());
+  EXPECT_EQ(c.library_source, Source::defaults);
+  EXPECT_EQ(c.margin, alg::default_cost_model().library_margin);
+  EXPECT_EQ(name(c), "library");  // one node: the flat formulas tie, the library keeps the call
+}
+
+TEST(Model, ChooseAllocatesNothingAndCountsDecisions) {
+  const alg::CostModel m = alg::cost_model_from_profile(two_level_wins());
+  const alg::Tuning t = defaults(), forced = rules(Collective::allreduce, "0-inf:ring");
+  alg::reset_decision_counts();
+  allocations = 0;
+  counting = true;
+  alg::Choice a = alg::choose(one_node(4096), t, m);           // measured
+  alg::Choice b = alg::choose(one_node(2048), t, m);           // interpolated
+  alg::Choice c = alg::choose(one_node(4096), forced, m);      // forced
+  alg::Shape other = one_node(4096);
+  other.ranks = other.min_ranks_per_node = other.max_ranks_per_node = 8;
+  alg::Choice d = alg::choose(other, t, m);                    // fitted
+  alg::Choice e = alg::choose(one_node(4096), t, alg::default_cost_model());  // default
+  counting = false;
+  EXPECT_EQ(allocations, 0);
+  counting = true;  // the counter itself works
+  std::vector<int> probe(100);
+  counting = false;
+  EXPECT_EQ(allocations, 1);
+  (void)a, (void)b, (void)c, (void)d, (void)e;
+  const alg::DecisionCounts n = alg::decision_counts();
+  EXPECT_EQ(n.by_source[static_cast<size_t>(Source::measured)], 1u);
+  EXPECT_EQ(n.by_source[static_cast<size_t>(Source::interpolated)], 1u);
+  EXPECT_EQ(n.by_source[static_cast<size_t>(Source::fitted)], 1u);
+  EXPECT_EQ(n.by_source[static_cast<size_t>(Source::defaults)], 1u);
+  EXPECT_EQ(n.forced, 1u);
+  // explain() decides without counting, and names each candidate's source.
+  const std::string text = alg::explain(one_node(2048), t, m);
+  EXPECT_EQ(alg::decision_counts().forced, 1u);
+  EXPECT_EQ(alg::decision_counts().by_source[static_cast<size_t>(Source::interpolated)], 1u);
+  EXPECT_NE(text.find("two_level"), std::string::npos) << text;
+  EXPECT_NE(text.find("interpolated"), std::string::npos) << text;
+  EXPECT_NE(text.find("not measured on this shape"), std::string::npos) << text;  // rabenseifner, lanes
+  EXPECT_NE(text.find("chosen: two_level"), std::string::npos) << text;
+  EXPECT_EQ(alg::decision_counts_text(alg::decision_counts()),
+            "measured 1, interpolated 1, extrapolated 0, fitted 1, default 1, forced 1");
+}
+
+}  // namespace
+}  // namespace veneer::test

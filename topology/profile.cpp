@@ -1,0 +1,437 @@
+#include "topology/profile.h"
+
+#include <mpi.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <fstream>
+#include <sstream>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "topology/machine.h"
+
+#ifndef VENEER_VERSION
+#define VENEER_VERSION "unknown"
+#endif
+
+namespace veneer::topology {
+namespace {
+
+// FNV-1a, 64 bits: a stable digest (std::hash may change between builds).
+uint64_t fnv1a(std::string_view text, uint64_t h = 0xcbf29ce484222325ull) {
+  for (const char c : text) {
+    h ^= static_cast<unsigned char>(c);
+    h *= 0x100000001b3ull;
+  }
+  return h;
+}
+
+std::string hex(uint64_t v) {
+  char text[17];
+  std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(v));
+  return text;
+}
+
+// The machine as it stays from run to run: not the binding (it depends on the
+// launcher's options) nor where the description came from.
+std::string topology_digest(const Machine& m) {
+  std::string d = std::to_string(m.packages) + "p" + std::to_string(m.numa_nodes) + "n" + std::to_string(m.cores) +
+                  "c" + std::to_string(m.pus) + "t";
+  for (const Cache& c : m.caches)
+    d += ";L" + std::to_string(c.level) + ":" + std::to_string(c.bytes) + "x" + std::to_string(c.instances);
+  for (const PciDevice& dev : m.devices)
+    d += std::string(";") + (dev.kind == DeviceKind::gpu ? "gpu:" : "nic:") + dev.name + "@" +
+         std::to_string(dev.numa_node);
+  return hex(fnv1a(d));
+}
+
+std::string trim(std::string s) {
+  const size_t first = s.find_first_not_of(" \t\r\n");
+  if (first == std::string::npos) return "";
+  const size_t last = s.find_last_not_of(" \t\r\n");
+  return s.substr(first, last - first + 1);
+}
+
+std::string cpu_model() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    // x86: "model name"; some other architectures only have "cpu model" or "Processor".
+    for (const char* key : {"model name", "cpu model", "Processor"}) {
+      if (line.rfind(key, 0) != 0) continue;
+      const size_t colon = line.find(':');
+      if (colon != std::string::npos) return trim(line.substr(colon + 1));
+    }
+  }
+  return "unknown";
+}
+
+std::string library_version_text() {
+  char text[MPI_MAX_LIBRARY_VERSION_STRING] = {};
+  int length = 0;
+  if (PMPI_Get_library_version(text, &length) != MPI_SUCCESS) return "";
+  // Some libraries count the terminating NUL in `length`: stop at the first one.
+  const size_t n = static_cast<size_t>(std::max(0, std::min(length, MPI_MAX_LIBRARY_VERSION_STRING)));
+  return std::string(text, strnlen(text, n));
+}
+
+std::string transport_of(const std::string& version) {
+  if (version.rfind("Open MPI", 0) == 0) {
+    const char* pml = std::getenv("OMPI_MCA_pml");
+    return std::string("pml ") + (pml && *pml ? pml : "ob1");
+  }
+  const size_t at = version.find("MPICH Device:");
+  if (at != std::string::npos) {
+    const size_t end = version.find('\n', at);
+    return trim(version.substr(at + 13, end == std::string::npos ? std::string::npos : end - at - 13));
+  }
+  return "unknown";
+}
+
+// ---- Reading, with a path to the offending member in every error ------------
+
+struct Reader {
+  std::string error;
+
+  bool fail(const std::string& where, const char* what) {
+    if (error.empty()) error = where + ": " + what;
+    return false;
+  }
+  bool string(const json::Value& obj, const char* key, const std::string& where, std::string& out, bool required) {
+    const json::Value* v = obj.find(key);
+    if (!v) return required ? fail(where + "." + key, "missing") : true;
+    if (!v->as_string()) return fail(where + "." + key, "expected a string");
+    out = *v->as_string();
+    return true;
+  }
+  bool number(const json::Value& obj, const char* key, const std::string& where, double& out, bool required,
+              bool positive = false) {
+    const json::Value* v = obj.find(key);
+    if (!v) return required ? fail(where + "." + key, "missing") : true;
+    auto d = v->as_number();
+    if (!d || !std::isfinite(*d) || *d < 0 || (positive && *d <= 0))
+      return fail(where + "." + key, positive ? "expected a positive number" : "expected a number >= 0");
+    out = *d;
+    return true;
+  }
+  bool integer(const json::Value& obj, const char* key, const std::string& where, int64_t& out, bool required,
+               int64_t lo, int64_t hi) {
+    const json::Value* v = obj.find(key);
+    if (!v) return required ? fail(where + "." + key, "missing") : true;
+    auto i = v->as_integer();
+    if (!i || *i < lo || *i > hi) return fail(where + "." + key, "expected an integer in range");
+    out = *i;
+    return true;
+  }
+  bool boolean(const json::Value& obj, const char* key, const std::string& where, bool& out) {
+    const json::Value* v = obj.find(key);
+    if (!v) return true;
+    if (!v->as_bool()) return fail(where + "." + key, "expected true or false");
+    out = *v->as_bool();
+    return true;
+  }
+
+  std::optional<LevelFit> level(const json::Value& v, const std::string& where) {
+    if (!v.is_object()) return fail(where, "expected an object"), std::nullopt;
+    LevelFit l;
+    if (!number(v, "alpha", where, l.alpha, true) || !number(v, "beta", where, l.beta, true) ||
+        !number(v, "gamma", where, l.gamma, false) || !number(v, "fit_error", where, l.fit_error, false))
+      return std::nullopt;
+    if (const json::Value* pts = v.find("points")) {
+      if (!pts->is_array()) return fail(where + ".points", "expected an array"), std::nullopt;
+      size_t i = 0;
+      for (const json::Value& p : *pts->as_array()) {
+        const std::string at = where + ".points[" + std::to_string(i++) + "]";
+        if (!p.is_object()) return fail(at, "expected an object"), std::nullopt;
+        LevelFit::Point pt;
+        int64_t pairs = 1;
+        if (!integer(p, "bytes", at, pt.bytes, true, 0, INT64_MAX) ||
+            !integer(p, "pairs", at, pairs, false, 1, 1 << 20) || !number(p, "seconds", at, pt.seconds, true, true))
+          return std::nullopt;
+        pt.pairs = static_cast<int>(pairs);
+        l.points.push_back(pt);
+      }
+    }
+    return l;
+  }
+
+  std::optional<CollectivePoint> point(const json::Value& v, const std::string& where) {
+    if (!v.is_object()) return fail(where, "expected an object"), std::nullopt;
+    CollectivePoint c;
+    int64_t ranks = 0, nodes = 0, rpn = 0, min_rpn = -1;
+    if (!string(v, "collective", where, c.collective, true) || !integer(v, "ranks", where, ranks, true, 1, 1 << 24) ||
+        !integer(v, "nodes", where, nodes, true, 1, 1 << 24) ||
+        !integer(v, "ranks_per_node", where, rpn, true, 1, 1 << 24) ||
+        !integer(v, "min_ranks_per_node", where, min_rpn, false, 1, 1 << 24) ||
+        !boolean(v, "node_consecutive", where, c.node_consecutive) ||
+        !integer(v, "bytes", where, c.bytes, true, 1, INT64_MAX))
+      return std::nullopt;
+    c.ranks = static_cast<int>(ranks);
+    c.nodes = static_cast<int>(nodes);
+    c.ranks_per_node = static_cast<int>(rpn);
+    c.min_ranks_per_node = min_rpn < 0 ? c.ranks_per_node : static_cast<int>(min_rpn);
+    const json::Value* times = v.find("times");
+    if (!times) return fail(where + ".times", "missing"), std::nullopt;
+    if (!times->is_object()) return fail(where + ".times", "expected an object"), std::nullopt;
+    for (const auto& [name, t] : *times->as_object()) {
+      const std::string at = where + ".times." + name;
+      if (!t.is_object()) return fail(at, "expected an object"), std::nullopt;
+      Timing timing;
+      if (!number(t, "median", at, timing.median, true, true) || !number(t, "spread", at, timing.spread, false))
+        return std::nullopt;
+      c.times.emplace_back(name, timing);
+    }
+    return c;
+  }
+};
+
+json::Value level_json(const LevelFit& l) {
+  json::Value v = json::Value::object();
+  v.set("alpha", l.alpha);
+  v.set("beta", l.beta);
+  v.set("gamma", l.gamma);
+  v.set("fit_error", l.fit_error);
+  if (!l.points.empty()) {
+    json::Value pts = json::Value::array();
+    for (const LevelFit::Point& p : l.points) {
+      json::Value o = json::Value::object();
+      o.set("bytes", p.bytes);
+      o.set("pairs", p.pairs);
+      o.set("seconds", p.seconds);
+      pts.push(std::move(o));
+    }
+    v.set("points", std::move(pts));
+  }
+  return v;
+}
+
+ProfileCheck refuse(ProfileStatus status, std::string why) {
+  ProfileCheck c;
+  c.status = status;
+  c.why = std::move(why);
+  return c;
+}
+
+bool make_directories(const std::string& dir) {
+  if (dir.empty()) return true;
+  struct stat st {};
+  if (::stat(dir.c_str(), &st) == 0) return S_ISDIR(st.st_mode);
+  const size_t slash = dir.find_last_of('/');
+  if (slash != std::string::npos && slash > 0 && !make_directories(dir.substr(0, slash))) return false;
+  return ::mkdir(dir.c_str(), 0755) == 0 || errno == EEXIST;
+}
+
+}  // namespace
+
+std::string Fingerprint::digest() const {
+  uint64_t h = fnv1a(topology);
+  for (const std::string* s : {&cpu, &mpi, &transport, &veneer}) h = fnv1a(*s, fnv1a("|", h));
+  return hex(h);
+}
+
+Fingerprint current_fingerprint() {
+  Fingerprint f;
+  f.topology = topology_digest(machine());
+  f.cpu = cpu_model();
+  const std::string version = library_version_text();
+  f.mpi = trim(version.substr(0, version.find('\n')));
+  f.transport = transport_of(version);
+  f.veneer = VENEER_VERSION;
+  return f;
+}
+
+std::string_view status_name(ProfileStatus s) {
+  switch (s) {
+    case ProfileStatus::loaded: return "loaded";
+    case ProfileStatus::missing: return "missing";
+    case ProfileStatus::unreadable: return "unreadable";
+    case ProfileStatus::corrupt: return "corrupt";
+    case ProfileStatus::outdated: return "outdated";
+    case ProfileStatus::foreign: return "foreign";
+    case ProfileStatus::off: return "off";
+  }
+  return "?";
+}
+
+json::Value to_json(const Profile& p) {
+  json::Value v = json::Value::object();
+  v.set("format", profile_format);
+  v.set("version", profile_version);
+  json::Value f = json::Value::object();
+  f.set("topology", p.fingerprint.topology);
+  f.set("cpu", p.fingerprint.cpu);
+  f.set("mpi", p.fingerprint.mpi);
+  f.set("transport", p.fingerprint.transport);
+  f.set("veneer", p.fingerprint.veneer);
+  v.set("fingerprint", std::move(f));
+  v.set("created", p.created);
+  if (!p.machine.empty()) v.set("machine", p.machine);
+  if (!p.calibration.is_null()) v.set("calibration", p.calibration);
+  json::Value levels = json::Value::object();
+  if (p.intra) levels.set("intra", level_json(*p.intra));
+  if (p.inter) levels.set("inter", level_json(*p.inter));
+  v.set("levels", std::move(levels));
+  if (p.nic_streams > 0) v.set("nic_streams", p.nic_streams);
+  json::Value points = json::Value::array();
+  for (const CollectivePoint& c : p.collectives) {
+    json::Value o = json::Value::object();
+    o.set("collective", c.collective);
+    o.set("ranks", c.ranks);
+    o.set("nodes", c.nodes);
+    o.set("ranks_per_node", c.ranks_per_node);
+    if (c.min_ranks_per_node != c.ranks_per_node) o.set("min_ranks_per_node", c.min_ranks_per_node);
+    if (!c.node_consecutive) o.set("node_consecutive", false);
+    o.set("bytes", c.bytes);
+    json::Value times = json::Value::object();
+    for (const auto& [name, t] : c.times) {
+      json::Value tv = json::Value::object();
+      tv.set("median", t.median);
+      tv.set("spread", t.spread);
+      times.set(name, std::move(tv));
+    }
+    o.set("times", std::move(times));
+    points.push(std::move(o));
+  }
+  v.set("collectives", std::move(points));
+  return v;
+}
+
+std::string profile_text(const Profile& p) { return json::write(to_json(p), 1) + "\n"; }
+
+ProfileCheck profile_from_text(std::string_view text, const Fingerprint* expected) {
+  json::ParseError perr;
+  auto doc = json::parse(text, &perr);
+  if (!doc) return refuse(ProfileStatus::corrupt, "not JSON: " + perr.message + " at byte " + std::to_string(perr.offset));
+  if (!doc->is_object()) return refuse(ProfileStatus::corrupt, "not a JSON object");
+  const json::Value* format = doc->find("format");
+  if (!format || !format->as_string() || *format->as_string() != profile_format)
+    return refuse(ProfileStatus::corrupt, "not a Veneer profile (\"format\" is not \"veneer-profile\")");
+  const json::Value* version = doc->find("version");
+  if (!version || !version->as_integer()) return refuse(ProfileStatus::corrupt, "no integer \"version\"");
+  if (*version->as_integer() != profile_version)
+    return refuse(ProfileStatus::outdated, "format version " + std::to_string(*version->as_integer()) +
+                                               ", this Veneer reads version " + std::to_string(profile_version));
+  Reader r;
+  Profile p;
+  const json::Value* fp = doc->find("fingerprint");
+  if (!fp || !fp->is_object()) return refuse(ProfileStatus::corrupt, "fingerprint: missing or not an object");
+  if (!r.string(*fp, "topology", "fingerprint", p.fingerprint.topology, true) ||
+      !r.string(*fp, "cpu", "fingerprint", p.fingerprint.cpu, true) ||
+      !r.string(*fp, "mpi", "fingerprint", p.fingerprint.mpi, true) ||
+      !r.string(*fp, "transport", "fingerprint", p.fingerprint.transport, true) ||
+      !r.string(*fp, "veneer", "fingerprint", p.fingerprint.veneer, true) ||
+      !r.string(*doc, "created", "profile", p.created, false) ||
+      !r.string(*doc, "machine", "profile", p.machine, false))
+    return refuse(ProfileStatus::corrupt, r.error);
+  if (expected && !(p.fingerprint == *expected)) {
+    const Fingerprint& e = *expected;
+    const Fingerprint& g = p.fingerprint;
+    if (g.topology == e.topology && g.cpu == e.cpu && g.mpi == e.mpi && g.transport == e.transport)
+      return refuse(ProfileStatus::outdated, "written by Veneer " + g.veneer + ", this is Veneer " + e.veneer);
+    std::string what = g.topology != e.topology ? "hwloc topology " + g.topology + " (here " + e.topology + ")"
+                       : g.cpu != e.cpu         ? "CPU \"" + g.cpu + "\" (here \"" + e.cpu + "\")"
+                       : g.mpi != e.mpi         ? "MPI \"" + g.mpi + "\" (here \"" + e.mpi + "\")"
+                                                : "transport \"" + g.transport + "\" (here \"" + e.transport + "\")";
+    return refuse(ProfileStatus::foreign, "measured with another " + what);
+  }
+  if (const json::Value* cal = doc->find("calibration")) p.calibration = *cal;
+  if (const json::Value* levels = doc->find("levels")) {
+    if (!levels->is_object()) return refuse(ProfileStatus::corrupt, "levels: expected an object");
+    if (const json::Value* intra = levels->find("intra")) {
+      p.intra = r.level(*intra, "levels.intra");
+      if (!p.intra) return refuse(ProfileStatus::corrupt, r.error);
+    }
+    if (const json::Value* inter = levels->find("inter")) {
+      p.inter = r.level(*inter, "levels.inter");
+      if (!p.inter) return refuse(ProfileStatus::corrupt, r.error);
+    }
+  }
+  int64_t streams = 0;
+  if (!r.integer(*doc, "nic_streams", "profile", streams, false, 0, 1 << 20))
+    return refuse(ProfileStatus::corrupt, r.error);
+  p.nic_streams = static_cast<int>(streams);
+  if (const json::Value* points = doc->find("collectives")) {
+    if (!points->is_array()) return refuse(ProfileStatus::corrupt, "collectives: expected an array");
+    size_t i = 0;
+    for (const json::Value& v : *points->as_array()) {
+      auto c = r.point(v, "collectives[" + std::to_string(i++) + "]");
+      if (!c) return refuse(ProfileStatus::corrupt, r.error);
+      p.collectives.push_back(std::move(*c));
+    }
+  }
+  ProfileCheck ok;
+  ok.status = ProfileStatus::loaded;
+  ok.why = "fingerprint " + p.fingerprint.digest() + ", " + std::to_string(p.collectives.size()) +
+           " measured points" + (p.created.empty() ? "" : ", created " + p.created);
+  ok.profile = std::move(p);
+  return ok;
+}
+
+ProfileCheck read_profile(const std::string& path, const Fingerprint* expected) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
+    return refuse(ProfileStatus::unreadable, path + " is not a regular file");
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    if (::stat(path.c_str(), &st) != 0 && errno == ENOENT) return refuse(ProfileStatus::missing, "no file " + path);
+    return refuse(ProfileStatus::unreadable, "cannot read " + path + ": " + std::strerror(errno));
+  }
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (in.bad()) return refuse(ProfileStatus::unreadable, "cannot read " + path);
+  ProfileCheck c = profile_from_text(text.str(), expected);
+  if (c.status != ProfileStatus::loaded) c.why = path + ": " + c.why;
+  return c;
+}
+
+std::string profile_path(bool* explicit_path) {
+  const char* env = std::getenv("VENEER_PROFILE");
+  if (explicit_path) *explicit_path = env && *env;
+  if (env && *env) return std::strcmp(env, "off") == 0 ? std::string() : std::string(env);
+  std::string base;
+  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg) base = xdg;
+  else if (const char* home = std::getenv("HOME"); home && *home) base = std::string(home) + "/.cache";
+  else base = "/tmp";
+  return base + "/veneer/profile.json";
+}
+
+std::optional<std::string> write_profile(const Profile& p, const std::string& path) {
+  const size_t slash = path.find_last_of('/');
+  if (slash != std::string::npos && !make_directories(path.substr(0, slash)))
+    return "cannot create the directory of " + path + ": " + std::strerror(errno);
+  const std::string temporary = path + ".tmp." + std::to_string(::getpid());
+  {
+    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
+    if (!out) return "cannot write " + temporary + ": " + std::strerror(errno);
+    out << profile_text(p);
+    out.flush();
+    if (!out) {
+      std::remove(temporary.c_str());
+      return "cannot write " + temporary;
+    }
+  }
+  if (std::rename(temporary.c_str(), path.c_str()) != 0) {
+    const std::string why = std::strerror(errno);
+    std::remove(temporary.c_str());
+    return "cannot rename " + temporary + " to " + path + ": " + why;
+  }
+  return std::nullopt;
+}
+
+std::string utc_timestamp() {
+  const std::time_t now = std::time(nullptr);
+  std::tm t {};
+  gmtime_r(&now, &t);
+  char text[32];
+  std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &t);
+  return text;
+}
+
+}  // namespace veneer::topology

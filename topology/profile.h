@@ -1,0 +1,144 @@
+#pragma once
+// The machine profile: what `veneer-calibrate` measured on this machine, as
+// versioned JSON, keyed by a fingerprint of the machine and the software, so
+// a profile is only ever applied where it was measured.
+//
+//   {
+//     "format": "veneer-profile",
+//     "version": 1,
+//     "fingerprint": {"topology": "<hex digest of hwloc's view>", "cpu": "<model name>",
+//                     "mpi": "<first line of MPI_Get_library_version>",
+//                     "transport": "<Open MPI: pml (OMPI_MCA_pml, default ob1); MPICH: its device>",
+//                     "veneer": "<VENEER_VERSION>"},
+//     "created": "2025-01-31T12:00:00Z",
+//     "machine": "<hwloc summary, for people>",                                 (optional)
+//     "calibration": {"ranks": 4, "nodes": 1, "seconds": 95.2, ...},             (optional, for people)
+//     "levels": {                                                                (optional, each level too)
+//       "intra": {"alpha": s, "beta": s/byte, "gamma": s/byte, "fit_error": relative,
+//                 "points": [{"bytes": b, "pairs": k, "seconds": s}, ...]},     ("points": optional)
+//       "inter": {...}
+//     },
+//     "nic_streams": 4,                                                          (optional)
+//     "collectives": [                                                           (optional)
+//       {"collective": "allreduce", "ranks": 4, "nodes": 1, "ranks_per_node": 4,
+//        "min_ranks_per_node": 4, "node_consecutive": true,                      (optional: = ranks_per_node, true)
+//        "bytes": 4096,
+//        "times": {"library": {"median": s, "spread": relative}, "two_level": {...}, ...}},
+//       ...
+//     ]
+//   }
+//
+// Times are seconds per call: the maximum over ranks of each rank's median
+// over interleaved repeats. "spread" is relative to the median: the largest
+// over ranks of half the inter-quartile range of the repeats. "fit_error" is
+// the relative root-mean-square error of the alpha + beta * bytes fit.
+// Readers ignore members they do not know; members they know must have the
+// right type, or the profile is rejected as corrupt.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "support/json.h"
+
+namespace veneer::topology {
+
+inline constexpr std::string_view profile_format = "veneer-profile";
+inline constexpr int profile_version = 1;
+
+struct Fingerprint {
+  std::string topology;   // digest of hwloc's machine (packages, NUMA nodes, cores, PUs, caches, GPUs, NICs); not the binding
+  std::string cpu;        // model name from /proc/cpuinfo
+  std::string mpi;        // first line of MPI_Get_library_version
+  std::string transport;  // Open MPI: its pml; MPICH: its device
+  std::string veneer;     // VENEER_VERSION
+  bool operator==(const Fingerprint&) const = default;
+  // 16 hex digits over all fields, for report lines.
+  std::string digest() const;
+};
+
+// This process's fingerprint (discovers the machine with hwloc on first use;
+// MPI_Get_library_version may be called before MPI_Init).
+Fingerprint current_fingerprint();
+
+struct LevelFit {
+  double alpha = 0;      // seconds per message
+  double beta = 0;       // seconds per byte
+  double gamma = 0;      // seconds per byte reduced (MPI_SUM of doubles)
+  double fit_error = 0;  // relative RMS error of the fit
+  struct Point {
+    int64_t bytes = 0;
+    int pairs = 1;        // concurrent ping-pong pairs
+    double seconds = 0;   // one-way time
+  };
+  std::vector<Point> points;  // the measurements behind the fit (for people; optional)
+};
+
+struct Timing {
+  double median = 0;  // seconds
+  double spread = 0;  // relative
+};
+
+struct CollectivePoint {
+  std::string collective;  // "allreduce", ...
+  int ranks = 0;
+  int nodes = 0;
+  int ranks_per_node = 0;      // the largest node
+  int min_ranks_per_node = 0;  // the smallest node
+  bool node_consecutive = true;
+  int64_t bytes = 0;           // as the tuning rules count them (algorithms/tuning.h)
+  std::vector<std::pair<std::string, Timing>> times;  // "library" and algorithm names
+};
+
+struct Profile {
+  Fingerprint fingerprint;
+  std::string created;      // ISO 8601, UTC
+  std::string machine;      // hwloc summary (informational)
+  json::Value calibration;  // how it was measured (informational, kept as written)
+  std::optional<LevelFit> intra, inter;
+  int nic_streams = 0;      // 0: not measured
+  std::vector<CollectivePoint> collectives;
+};
+
+// Why a profile was or was not taken.
+enum class ProfileStatus {
+  loaded,
+  missing,    // no file
+  unreadable, // a file that cannot be read
+  corrupt,    // not JSON, or members of the wrong type
+  outdated,   // another format version, or written by another Veneer version
+  foreign,    // measured on another machine, MPI library or transport
+  off,        // VENEER_PROFILE=off, Veneer or its collectives disabled
+};
+std::string_view status_name(ProfileStatus s);
+
+struct ProfileCheck {
+  ProfileStatus status = ProfileStatus::missing;
+  std::string why;                 // one line for logs and the report
+  std::optional<Profile> profile;  // when loaded
+};
+
+json::Value to_json(const Profile& p);
+std::string profile_text(const Profile& p);  // pretty-printed JSON
+
+// Validates and reads a profile. With `expected`, the fingerprint must equal
+// it (foreign otherwise; outdated when only the Veneer version differs).
+ProfileCheck profile_from_text(std::string_view text, const Fingerprint* expected);
+// The same from a file (missing / unreadable when it cannot be opened).
+ProfileCheck read_profile(const std::string& path, const Fingerprint* expected);
+
+// Where the profile lives: VENEER_PROFILE, else
+// ${XDG_CACHE_HOME:-$HOME/.cache}/veneer/profile.json. `explicit_path` says
+// whether VENEER_PROFILE named it. Empty when VENEER_PROFILE is "off".
+std::string profile_path(bool* explicit_path = nullptr);
+
+// Writes atomically (a temporary file renamed over the old one), creating
+// missing directories; an error message, or nullopt on success.
+std::optional<std::string> write_profile(const Profile& p, const std::string& path);
+
+// "2025-01-31T12:00:00Z" for now.
+std::string utc_timestamp();
+
+}  // namespace veneer::topology
