@@ -73,7 +73,7 @@ struct WatchAtLoad {
     veneer_resolve_dlopen();
     if (!veneer_next_dlopen) return;  // no dlopen behind ours: nothing is watched
     veneer_loaded_flag = reinterpret_cast<unsigned char*>(&g_loaded);
-    veneer::kernels::watch_loads(&g_loaded);
+    veneer::kernels::watch_loads(&g_loaded, reinterpret_cast<veneer::kernels::DlopenFn>(veneer_next_dlopen));
   }
 } watch_at_load;
 }  // namespace

@@ -36,6 +36,8 @@ unsigned long long objects_added() {
   return adds;
 }
 
+std::atomic<DlopenFn> g_unwatched_dlopen{nullptr};
+
 // Calls left on this thread before the loader is asked again anyway (objects
 // loaded without dlopen: dlmopen, a static dlopen inside another library).
 constexpr int kRecheckEvery = 4096;
@@ -55,7 +57,9 @@ GetAttributes driver() {
     return nullptr;
   }
   // RTLD_NOLOAD: a handle only if it is already there; never loads or initialises it.
-  void* lib = dlopen("libcuda.so.1", RTLD_NOLOAD | RTLD_LAZY);
+  // Past Veneer's own dlopen, if it watches: asking must not look like a load.
+  const DlopenFn open = g_unwatched_dlopen.load(std::memory_order_relaxed);
+  void* lib = (open ? open : &dlopen)("libcuda.so.1", RTLD_NOLOAD | RTLD_LAZY);
   if (!lib) {
     missing_at_adds.store(adds, std::memory_order_relaxed);
     detail::g_driver_missing.store(true, std::memory_order_relaxed);
@@ -85,7 +89,8 @@ constinit thread_local int t_calls_until_recheck [[gnu::tls_model("initial-exec"
 bool cuda_driver_loaded_slow() { return driver() != nullptr; }
 }  // namespace detail
 
-void watch_loads(std::atomic<unsigned char>* loaded_flag) {
+void watch_loads(std::atomic<unsigned char>* loaded_flag, DlopenFn next_dlopen) {
+  g_unwatched_dlopen.store(next_dlopen, std::memory_order_relaxed);
   if (loaded_flag) loaded_flag->store(1, std::memory_order_relaxed);  // first call asks the loader
   detail::g_loaded_flag.store(loaded_flag, std::memory_order_release);
 }

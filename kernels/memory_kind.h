@@ -62,7 +62,10 @@ bool cuda_driver_loaded_slow();
 // it is still missing, apart from objects loaded behind dlopen's back, which a
 // check every few thousand calls per thread still finds. Without a watch,
 // every call asks the loader.
-void watch_loads(std::atomic<unsigned char>* loaded_flag);
+// `next_dlopen` is the dlopen behind the watch, used for Veneer's own
+// "is it loaded?" question so that asking does not raise the flag.
+using DlopenFn = void* (*)(const char*, int);
+void watch_loads(std::atomic<unsigned char>* loaded_flag, DlopenFn next_dlopen);
 
 const char* to_string(MemoryKind kind);
 

@@ -1,0 +1,1 @@
+int plugin_answer(void) { return 42; }
