@@ -3,25 +3,28 @@
 #include <climits>
 #include <cstring>
 
+#include "datatypes/decode.h"
+
 namespace veneer::algorithms {
 
 std::optional<TypeInfo> TypeInfo::of(MPI_Datatype type) {
   TypeInfo t;
   t.type = type;
-  MPI_Aint lb = 0, extent = 0, true_lb = 0, true_extent = 0;
-  MPI_Count size = 0;
+  // 64-bit queries, and the combiner through datatypes::combiner_of: MPICH
+  // refuses (fatally, by default) the int queries of large-count types.
+  MPI_Count size = 0, lb = 0, extent = 0, true_lb = 0, true_extent = 0;
   if (type == MPI_DATATYPE_NULL || PMPI_Type_size_x(type, &size) != MPI_SUCCESS ||
-      PMPI_Type_get_extent(type, &lb, &extent) != MPI_SUCCESS ||
-      PMPI_Type_get_true_extent(type, &true_lb, &true_extent) != MPI_SUCCESS)
+      PMPI_Type_get_extent_x(type, &lb, &extent) != MPI_SUCCESS ||
+      PMPI_Type_get_true_extent_x(type, &true_lb, &true_extent) != MPI_SUCCESS)
     return std::nullopt;
   if (size <= 0 || extent <= 0 || true_extent <= 0) return std::nullopt;
-  int integers = 0, addresses = 0, types = 0, combiner = 0;
-  if (PMPI_Type_get_envelope(type, &integers, &addresses, &types, &combiner) != MPI_SUCCESS) return std::nullopt;
+  const std::optional<int> combiner = datatypes::combiner_of(type);
+  if (!combiner) return std::nullopt;
   t.size = size;
   t.extent = extent;
   t.true_lb = true_lb;
   t.true_extent = true_extent;
-  t.named = combiner == MPI_COMBINER_NAMED;
+  t.named = *combiner == MPI_COMBINER_NAMED;
   // Derived types may reorder their bytes relative to memory, so only named ones
   // without gaps are taken as raw bytes.
   t.dense = t.named && size == extent && true_lb == 0 && true_extent == extent;

@@ -15,8 +15,9 @@
 //  - every collective with every algorithm eligible on this communicator and
 //    the library's own (PMPI), over a ladder of sizes, in interleaved batches
 //    (bench/coll_timing.h, as veneer-bench-coll): each rank's median over the
-//    repeats, the maximum over ranks, and the spread (the largest over ranks of
-//    half the inter-quartile range, relative to the median).
+//    repeats, the maximum over ranks, and the spread: how far that median may
+//    be off (relative standard error of a median, from the inter-quartile
+//    range of the repeats), the largest over ranks.
 // Linked with the algorithms library directly, not libveneer: the library's
 // collectives are the plain MPI ones.
 #include <mpi.h>
@@ -52,7 +53,7 @@ const char* const kUsage =
     "                   alltoall or all (default all; repeatable)\n"
     "  --min/--max      ladder of message sizes in bytes, k/M suffixes (default 8 to 4M)\n"
     "  --step K         ladder step factor (default 4; the largest size is always measured)\n"
-    "  --repetitions R  interleaved timed batches per method and size (default 9)\n"
+    "  --repetitions R  interleaved timed batches per method and size (default 11)\n"
     "  --seconds S      length of one timed batch (default 0.005)\n";
 
 struct Options {
@@ -61,7 +62,7 @@ struct Options {
   std::vector<Collective> collectives;
   int64_t min_bytes = 8, max_bytes = int64_t{4} << 20;
   int64_t step = 4;
-  int repetitions = 9;
+  int repetitions = 11;
   double batch_seconds = 0.005;
 };
 
@@ -314,7 +315,7 @@ void measure_collective(Collective c, const topo::Hierarchy& h, const Options& o
     std::vector<double> medians(methods.size()), spreads(methods.size());
     for (size_t m = 0; m < methods.size(); ++m) {
       medians[m] = bench::median_of(samples[m]);
-      spreads[m] = bench::relative_half_iqr(samples[m]);
+      spreads[m] = bench::relative_median_error(samples[m]);
     }
     MPI_Allreduce(MPI_IN_PLACE, medians.data(), static_cast<int>(medians.size()), MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
     MPI_Allreduce(MPI_IN_PLACE, spreads.data(), static_cast<int>(spreads.size()), MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);

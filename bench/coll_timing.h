@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <string>
@@ -133,17 +134,28 @@ inline std::vector<std::string> checked_methods(Workload& w, const topology::Hie
 }
 
 // Calls per timed batch so that one batch lasts about `batch_seconds` with the
-// library (the slowest rank's first call decides; the same on all ranks).
+// library, from the steady rate of back-to-back calls (1, 4, 16, ... calls
+// until a quarter of a batch has passed; the slowest rank decides, so all
+// ranks agree). A single call would mislead: a scheduling hiccup in it makes
+// every batch one call long, and one call after a barrier is not the
+// pipelined loop the batches time.
 inline int batch_iterations(Workload& w, const topology::Hierarchy& h, double batch_seconds, int most = 20000) {
   run_once("library", w, h);  // warm
-  MPI_Barrier(MPI_COMM_WORLD);
-  const double t0 = now();
-  run_once("library", w, h);
-  double once = now() - t0;
-  MPI_Allreduce(MPI_IN_PLACE, &once, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-  int iterations = static_cast<int>(std::clamp(batch_seconds / std::max(once, 1e-7), 1.0, static_cast<double>(most)));
-  MPI_Bcast(&iterations, 1, MPI_INT, 0, MPI_COMM_WORLD);
-  return iterations;
+  int calls = 1;
+  for (;;) {
+    MPI_Barrier(MPI_COMM_WORLD);
+    const double t0 = now();
+    for (int i = 0; i < calls; ++i) run_once("library", w, h);
+    double elapsed = now() - t0;
+    MPI_Allreduce(MPI_IN_PLACE, &elapsed, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    if (elapsed >= batch_seconds / 4 || calls >= most) {
+      const double per_call = std::max(elapsed / calls, 1e-7);
+      int iterations = static_cast<int>(std::clamp(batch_seconds / per_call, 1.0, static_cast<double>(most)));
+      MPI_Bcast(&iterations, 1, MPI_INT, 0, MPI_COMM_WORLD);
+      return iterations;
+    }
+    calls = static_cast<int>(std::min<int64_t>(int64_t{calls} * 4, most));
+  }
 }
 
 // This rank's seconds per call, [method][repetition]: `repetitions` rounds in
@@ -184,6 +196,15 @@ inline double relative_half_iqr(std::vector<double> v) {
   };
   const double med = quantile(0.5);
   return med > 0 ? 0.5 * (quantile(0.75) - quantile(0.25)) / med : 0;
+}
+
+// How far the median of these samples may be off, relative to it: the
+// standard error of a median (1.2533 sigma / sqrt(n)) with sigma estimated
+// robustly from the inter-quartile range (sigma = IQR / 1.349), i.e.
+// 1.858 x half the IQR / sqrt(n). 0 for fewer than 3 samples.
+inline double relative_median_error(const std::vector<double>& v) {
+  if (v.size() < 3) return 0;
+  return 1.858 * relative_half_iqr(v) / std::sqrt(static_cast<double>(v.size()));
 }
 
 }  // namespace veneer::bench

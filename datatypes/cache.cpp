@@ -114,9 +114,8 @@ void cache_finalize() {
 void note_committed(MPI_Datatype type) {
   Cache& c = cache();
   if (type == MPI_DATATYPE_NULL || c.keyval == MPI_KEYVAL_INVALID) return;
-  int ni = 0, na = 0, nt = 0, combiner = 0;
-  if (PMPI_Type_get_envelope(type, &ni, &na, &nt, &combiner) != MPI_SUCCESS || combiner == MPI_COMBINER_NAMED)
-    return;
+  const std::optional<int> combiner = combiner_of(type);
+  if (!combiner || *combiner == MPI_COMBINER_NAMED) return;
   const uint64_t key = key_of(type);
   {
     std::shared_lock lock(c.mutex);
@@ -152,9 +151,8 @@ std::shared_ptr<const Layout> lookup(MPI_Datatype type) {
   }
   if (!known) {
     // Predefined types are always committed; anything else unknown is not ours.
-    int ni = 0, na = 0, nt = 0, combiner = 0;
-    if (PMPI_Type_get_envelope(type, &ni, &na, &nt, &combiner) != MPI_SUCCESS || combiner != MPI_COMBINER_NAMED)
-      return nullptr;
+    const std::optional<int> combiner = combiner_of(type);
+    if (!combiner || *combiner != MPI_COMBINER_NAMED) return nullptr;
   }
   auto layout = build(type);
   std::unique_lock lock(c.mutex);

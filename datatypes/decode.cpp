@@ -16,22 +16,154 @@ using Result = std::variant<Decoded, DecodeError>;
 
 DecodeError fail(std::string why) { return DecodeError{std::move(why)}; }
 
-// The handles MPI_Type_get_contents returns must be freed unless predefined.
+// Arithmetic on constructor arguments, which large counts bring near 2^63:
+// an overflow is remembered and fails the decode (the type passes through).
+class Wide {
+ public:
+  int64_t mul(int64_t a, int64_t b) {
+    int64_t r = 0;
+    overflow_ |= __builtin_mul_overflow(a, b, &r);
+    return r;
+  }
+  int64_t add(int64_t a, int64_t b) {
+    int64_t r = 0;
+    overflow_ |= __builtin_add_overflow(a, b, &r);
+    return r;
+  }
+  bool overflow() const { return overflow_; }
+
+ private:
+  bool overflow_ = false;
+};
+
+// A derived type's constructor arguments, 64-bit, where the MPI-3 form of
+// MPI_Type_get_contents puts them (integers, addresses), whichever form the
+// type was built with. The handles of the old types are freed unless predefined.
 struct Contents {
-  std::vector<int> ints;
-  std::vector<MPI_Aint> addrs;
+  int combiner = MPI_COMBINER_NAMED;
+  std::vector<int64_t> ints;
+  std::vector<int64_t> addrs;
   std::vector<MPI_Datatype> types;
   Contents() = default;
   Contents(const Contents&) = delete;
   Contents& operator=(const Contents&) = delete;
   ~Contents() {
     for (MPI_Datatype& t : types) {
-      int ni = 0, na = 0, nt = 0, combiner = 0;
-      if (PMPI_Type_get_envelope(t, &ni, &na, &nt, &combiner) == MPI_SUCCESS && combiner != MPI_COMBINER_NAMED)
-        PMPI_Type_free(&t);
+      const std::optional<int> combiner = combiner_of(t);
+      if (combiner && *combiner != MPI_COMBINER_NAMED) PMPI_Type_free(&t);
     }
   }
 };
+
+#ifdef VENEER_HAVE_LARGE_COUNT
+// A type built by an MPI-4 _c constructor answers MPI_Type_get_contents_c
+// with its counts, blocklengths, displacements and strides in one array of
+// MPI_Count, `large` (MPI-4.0, section 5.1.13, the table of combiners); its
+// other integers (ndims, order, distribs, dargs, psizes) stay in `in`. Moves
+// each to its MPI-3 place; false if the arrays do not have the standard's shape.
+bool from_large(const std::vector<int>& in, const std::vector<MPI_Count>& large, Contents& c) {
+  const size_t nc = large.size();
+  auto counts = [&](size_t from, size_t to) { return std::vector<int64_t>(large.begin() + from, large.begin() + to); };
+  // Combiners listing `n` blocks: their count comes first.
+  const int64_t n = nc > 0 ? large[0] : -1;
+  const bool listed = n >= 0 && static_cast<uint64_t>(n) <= nc;
+  const size_t un = listed ? static_cast<size_t>(n) : 0;
+  switch (c.combiner) {
+    case MPI_COMBINER_CONTIGUOUS:
+      if (nc != 1 || !in.empty()) return false;
+      c.ints = counts(0, 1);
+      return true;
+    case MPI_COMBINER_VECTOR:
+      if (nc != 3 || !in.empty()) return false;
+      c.ints = counts(0, 3);
+      return true;
+    case MPI_COMBINER_HVECTOR:
+      if (nc != 3 || !in.empty()) return false;
+      c.ints = counts(0, 2);
+      c.addrs = counts(2, 3);
+      return true;
+    case MPI_COMBINER_INDEXED:
+      if (!listed || nc != 2 * un + 1 || !in.empty()) return false;
+      c.ints = counts(0, nc);
+      return true;
+    case MPI_COMBINER_HINDEXED:
+    case MPI_COMBINER_STRUCT:
+      if (!listed || nc != 2 * un + 1 || !in.empty()) return false;
+      c.ints = counts(0, un + 1);
+      c.addrs = counts(un + 1, nc);
+      return true;
+    case MPI_COMBINER_INDEXED_BLOCK:
+      if (!listed || nc != un + 2 || !in.empty()) return false;
+      c.ints = counts(0, nc);
+      return true;
+    case MPI_COMBINER_HINDEXED_BLOCK:
+      if (!listed || nc != un + 2 || !in.empty()) return false;
+      c.ints = counts(0, 2);
+      c.addrs = counts(2, nc);
+      return true;
+    case MPI_COMBINER_SUBARRAY: {
+      // in: ndims, order; large: sizes, subsizes, starts.
+      if (in.size() != 2 || in[0] < 0 || nc != 3 * static_cast<size_t>(in[0])) return false;
+      c.ints = {in[0]};
+      c.ints.insert(c.ints.end(), large.begin(), large.end());
+      c.ints.push_back(in[1]);
+      return true;
+    }
+    case MPI_COMBINER_DARRAY: {
+      // in: size, rank, ndims, distribs, dargs, psizes, order; large: gsizes.
+      if (in.size() < 3 || in[2] < 0) return false;
+      const size_t nd = static_cast<size_t>(in[2]);
+      if (nc != nd || in.size() != 3 * nd + 4) return false;
+      c.ints.assign(in.begin(), in.begin() + 3);
+      c.ints.insert(c.ints.end(), large.begin(), large.end());
+      c.ints.insert(c.ints.end(), in.begin() + 3, in.end());
+      return true;
+    }
+    case MPI_COMBINER_RESIZED:
+      if (nc != 2 || !in.empty()) return false;
+      c.addrs = counts(0, 2);
+      return true;
+    default:
+      return false;
+  }
+}
+#endif
+
+// Fills `c` from the library; an error message if it cannot.
+std::optional<std::string> read_contents(MPI_Datatype type, Contents& c) {
+#ifdef VENEER_HAVE_LARGE_COUNT
+  MPI_Count ni = 0, na = 0, nc = 0, nt = 0;
+  if (PMPI_Type_get_envelope_c(type, &ni, &na, &nc, &nt, &c.combiner) != MPI_SUCCESS) return "get_envelope failed";
+#else
+  int ni = 0, na = 0, nt = 0;
+  const int nc = 0;
+  if (PMPI_Type_get_envelope(type, &ni, &na, &nt, &c.combiner) != MPI_SUCCESS) return "get_envelope failed";
+#endif
+  if (c.combiner == MPI_COMBINER_NAMED) return std::nullopt;
+  std::vector<int> ints(static_cast<size_t>(ni));
+  std::vector<MPI_Aint> addrs(static_cast<size_t>(na));
+  c.types.assign(static_cast<size_t>(nt), MPI_DATATYPE_NULL);
+#ifdef VENEER_HAVE_LARGE_COUNT
+  std::vector<MPI_Count> large(static_cast<size_t>(nc));
+  const int rc =
+      PMPI_Type_get_contents_c(type, ni, na, nc, nt, ints.data(), addrs.data(), large.data(), c.types.data());
+#else
+  const int rc = PMPI_Type_get_contents(type, ni, na, nt, ints.data(), addrs.data(), c.types.data());
+#endif
+  if (rc != MPI_SUCCESS) {
+    c.types.clear();
+    return "get_contents failed";
+  }
+  if (nc == 0) {
+    c.ints.assign(ints.begin(), ints.end());
+    c.addrs.assign(addrs.begin(), addrs.end());
+    return std::nullopt;
+  }
+#ifdef VENEER_HAVE_LARGE_COUNT
+  if (!from_large(ints, large, c)) return "unexpected large-count contents for combiner " + std::to_string(c.combiner);
+#endif
+  return std::nullopt;
+}
 
 Node sequence(int64_t offset, std::vector<Dim> dims, Node child) {
   Node n;
@@ -77,183 +209,213 @@ struct Run {
   int64_t start, length;
 };
 
-std::optional<std::vector<Run>> darray_runs(int64_t gsize, int distrib, int darg, int64_t psize, int64_t coord) {
+std::optional<std::vector<Run>> darray_runs(int64_t gsize, int64_t distrib, int64_t darg, int64_t psize, int64_t coord,
+                                            Wide& w) {
   std::vector<Run> runs;
+  if (psize <= 0) return std::nullopt;
   if (distrib == MPI_DISTRIBUTE_NONE) {
     runs.push_back({0, gsize});
   } else if (distrib == MPI_DISTRIBUTE_BLOCK) {
     const int64_t b = darg == MPI_DISTRIBUTE_DFLT_DARG ? (gsize + psize - 1) / psize : darg;
     if (b <= 0) return std::nullopt;
-    const int64_t lo = coord * b;
-    const int64_t hi = std::min(gsize, lo + b);
+    const int64_t lo = w.mul(coord, b);
+    const int64_t hi = std::min(gsize, w.add(lo, b));
     if (hi > lo) runs.push_back({lo, hi - lo});
   } else if (distrib == MPI_DISTRIBUTE_CYCLIC) {
     const int64_t b = darg == MPI_DISTRIBUTE_DFLT_DARG ? 1 : darg;
     if (b <= 0) return std::nullopt;
-    for (int64_t lo = coord * b; lo < gsize; lo += psize * b) runs.push_back({lo, std::min(b, gsize - lo)});
+    const int64_t step = w.mul(psize, b);
+    for (int64_t lo = w.mul(coord, b); lo < gsize && !w.overflow(); lo = w.add(lo, step))
+      runs.push_back({lo, std::min(b, gsize - lo)});
   } else {
     return std::nullopt;
   }
   return runs;
 }
 
-Result darray(const Contents& c, const Decoded& child) {
-  const int size = c.ints[0], rank = c.ints[1], nd = c.ints[2];
-  const int* gsizes = &c.ints[3];
-  const int* distribs = &c.ints[3 + nd];
-  const int* dargs = &c.ints[3 + 2 * nd];
-  const int* psizes = &c.ints[3 + 3 * nd];
-  const int order = c.ints[3 + 4 * nd];
-  (void)size;
+// The library's extent replaces the one computed here (MPI_Type_get_extent).
+Result darray(const Contents& c, const Decoded& child, Wide& w) {
+  // ints: size, rank, ndims, gsizes, distribs, dargs, psizes, order.
+  const int64_t rank = c.ints[1], nd = c.ints[2];
+  const size_t und = static_cast<size_t>(nd);
+  if (nd < 0 || c.ints.size() != 4 * und + 4) return fail("unexpected darray contents");
+  const int64_t* gsizes = &c.ints[3];
+  const int64_t* distribs = &c.ints[3 + und];
+  const int64_t* dargs = &c.ints[3 + 2 * und];
+  const int64_t* psizes = &c.ints[3 + 3 * und];
+  const int64_t order = c.ints[3 + 4 * und];
   // Process coordinates: row-major over psizes whatever the array order.
-  std::vector<int64_t> coords(static_cast<size_t>(nd));
+  std::vector<int64_t> coords(und);
   int64_t r = rank;
-  for (int i = nd - 1; i >= 0; --i) {
+  for (int64_t i = nd - 1; i >= 0; --i) {
+    if (psizes[i] <= 0) return fail("bad darray process grid");
     coords[static_cast<size_t>(i)] = r % psizes[i];
     r /= psizes[i];
   }
-  std::vector<int64_t> stride(static_cast<size_t>(nd));
+  std::vector<int64_t> stride(und);
   int64_t s = child.extent;
-  int64_t total = child.extent;
-  for (int k = 0; k < nd; ++k) total *= gsizes[k];
   // Dimensions from innermost to outermost.
-  std::vector<int> inner_to_outer;
-  for (int k = 0; k < nd; ++k) inner_to_outer.push_back(order == MPI_ORDER_C ? nd - 1 - k : k);
-  for (int dim : inner_to_outer) {
+  std::vector<int64_t> inner_to_outer;
+  for (int64_t k = 0; k < nd; ++k) inner_to_outer.push_back(order == MPI_ORDER_C ? nd - 1 - k : k);
+  for (int64_t dim : inner_to_outer) {
     stride[static_cast<size_t>(dim)] = s;
-    s *= gsizes[dim];
+    s = w.mul(s, gsizes[dim]);
   }
   Node current = child.node;
-  for (int dim : inner_to_outer) {
-    auto runs = darray_runs(gsizes[dim], distribs[dim], dargs[dim], psizes[dim], coords[static_cast<size_t>(dim)]);
+  for (int64_t dim : inner_to_outer) {
+    auto runs = darray_runs(gsizes[dim], distribs[dim], dargs[dim], psizes[dim], coords[static_cast<size_t>(dim)], w);
     if (!runs) return fail("bad darray distribution");
     Node level;
     const int64_t st = stride[static_cast<size_t>(dim)];
-    for (const Run& run : *runs) level.children.push_back(sequence(run.start * st, {{run.length, st}}, current));
+    for (const Run& run : *runs) level.children.push_back(sequence(w.mul(run.start, st), {{run.length, st}}, current));
     if (runs->empty()) level = Node{};
     current = std::move(level);
   }
   Decoded d;
   d.node = std::move(current);
-  d.extent = total;
   return d;
 }
 
-Result subarray(const Contents& c, const Decoded& child) {
-  const int nd = c.ints[0];
-  const int* sizes = &c.ints[1];
-  const int* subsizes = &c.ints[1 + nd];
-  const int* starts = &c.ints[1 + 2 * nd];
-  const int order = c.ints[1 + 3 * nd];
-  std::vector<Dim> dims(static_cast<size_t>(nd));
-  int64_t s = child.extent, offset = 0, total = child.extent;
-  for (int k = 0; k < nd; ++k) {
-    const int dim = order == MPI_ORDER_C ? nd - 1 - k : k;  // innermost first
-    const size_t slot = static_cast<size_t>(nd - 1 - k);    // dims are outermost first
+Result subarray(const Contents& c, const Decoded& child, Wide& w) {
+  // ints: ndims, sizes, subsizes, starts, order.
+  const int64_t nd = c.ints[0];
+  const size_t und = static_cast<size_t>(nd);
+  if (nd < 0 || c.ints.size() != 3 * und + 2) return fail("unexpected subarray contents");
+  const int64_t* sizes = &c.ints[1];
+  const int64_t* subsizes = &c.ints[1 + und];
+  const int64_t* starts = &c.ints[1 + 2 * und];
+  const int64_t order = c.ints[1 + 3 * und];
+  std::vector<Dim> dims(und);
+  int64_t s = child.extent, offset = 0;
+  for (int64_t k = 0; k < nd; ++k) {
+    const int64_t dim = order == MPI_ORDER_C ? nd - 1 - k : k;  // innermost first
+    const size_t slot = static_cast<size_t>(nd - 1 - k);        // dims are outermost first
     dims[slot] = {subsizes[dim], s};
-    offset += starts[dim] * s;
-    s *= sizes[dim];
-    total *= sizes[dim];
+    offset = w.add(offset, w.mul(starts[dim], s));
+    s = w.mul(s, sizes[dim]);
   }
   Decoded d;
   d.node = sequence(offset, std::move(dims), child.node);
-  d.extent = total;
   return d;
+}
+
+// The `n` blocks of (h)indexed(_block): blocks of `old` with their own
+// blocklengths (or one for all) at displacements in units of `disp_unit` bytes.
+void listed_blocks(Node& out, int64_t n, const int64_t* blocklengths, bool one_blocklength, const int64_t* disps,
+                   int64_t disp_unit, const Decoded& old, Wide& w) {
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t bl = one_blocklength ? blocklengths[0] : blocklengths[i];
+    out.children.push_back(sequence(w.mul(disps[i], disp_unit), {{bl, old.extent}}, old.node));
+  }
 }
 
 Result decode_type(MPI_Datatype type, int depth) {
   if (depth > 64) return fail("type nested too deeply");
-  int ni = 0, na = 0, nt = 0, combiner = 0;
-  if (PMPI_Type_get_envelope(type, &ni, &na, &nt, &combiner) != MPI_SUCCESS) return fail("get_envelope failed");
-  if (combiner == MPI_COMBINER_NAMED) return named(type);
+  const std::optional<int> combiner = combiner_of(type);
+  if (!combiner) return fail("get_envelope failed");
+  if (*combiner == MPI_COMBINER_NAMED) return named(type);
 
-  MPI_Aint lb = 0, extent = 0;
-  PMPI_Type_get_extent(type, &lb, &extent);
+  MPI_Count size = 0, lb = 0, extent = 0;
+  if (PMPI_Type_size_x(type, &size) != MPI_SUCCESS || size == MPI_UNDEFINED ||
+      PMPI_Type_get_extent_x(type, &lb, &extent) != MPI_SUCCESS || extent == MPI_UNDEFINED)
+    return fail("size or extent unknown");
+  Decoded d;
+  d.extent = extent;
+  // No data: an empty stream, whatever the (possibly huge) counts inside.
+  if (size == 0) return d;
+
   Contents c;
-  c.ints.resize(static_cast<size_t>(ni));
-  c.addrs.resize(static_cast<size_t>(na));
-  c.types.resize(static_cast<size_t>(nt), MPI_DATATYPE_NULL);
-  if (PMPI_Type_get_contents(type, ni, na, nt, c.ints.data(), c.addrs.data(), c.types.data()) != MPI_SUCCESS) {
-    c.types.clear();
-    return fail("get_contents failed");
-  }
+  if (std::optional<std::string> why = read_contents(type, c)) return fail(*why);
   std::vector<Decoded> kids;
   for (MPI_Datatype t : c.types) {
     Result r = decode_type(t, depth + 1);
     if (auto* e = std::get_if<DecodeError>(&r)) return *e;
     kids.push_back(std::move(std::get<Decoded>(r)));
   }
-  Decoded d;
-  d.extent = extent;
-  switch (combiner) {
+  const std::vector<int64_t>& I = c.ints;
+  const std::vector<int64_t>& A = c.addrs;
+  // The shapes the standard gives each combiner's arguments (the library's own).
+  auto shaped = [&](size_t ints, size_t addrs, size_t types) {
+    return I.size() >= ints && A.size() >= addrs && kids.size() >= types;
+  };
+  const int64_t n = I.empty() ? 0 : I[0];
+  const size_t un = n > 0 ? static_cast<size_t>(n) : 0;
+  Wide w;
+  Result r = fail("unexpected contents for combiner " + std::to_string(c.combiner));
+  switch (c.combiner) {
     case MPI_COMBINER_DUP:
     case MPI_COMBINER_RESIZED:
+      if (!shaped(0, 0, 1)) break;
       d.node = std::move(kids[0].node);
-      return d;
+      r = std::move(d);
+      break;
     case MPI_COMBINER_CONTIGUOUS:
-      d.node = sequence(0, {{c.ints[0], kids[0].extent}}, std::move(kids[0].node));
-      return d;
+      if (!shaped(1, 0, 1)) break;
+      d.node = sequence(0, {{I[0], kids[0].extent}}, std::move(kids[0].node));
+      r = std::move(d);
+      break;
     case MPI_COMBINER_VECTOR:
     case MPI_COMBINER_HVECTOR: {
+      const bool bytes = c.combiner == MPI_COMBINER_HVECTOR;
+      if (!shaped(bytes ? 2 : 3, bytes ? 1 : 0, 1)) break;
       const int64_t ce = kids[0].extent;
-      const int64_t stride = combiner == MPI_COMBINER_VECTOR ? int64_t{c.ints[2]} * ce : int64_t{c.addrs[0]};
-      Node row = sequence(0, {{c.ints[1], ce}}, std::move(kids[0].node));
-      d.node = sequence(0, {{c.ints[0], stride}}, std::move(row));
-      return d;
+      const int64_t stride = bytes ? A[0] : w.mul(I[2], ce);
+      Node row = sequence(0, {{I[1], ce}}, std::move(kids[0].node));
+      d.node = sequence(0, {{I[0], stride}}, std::move(row));
+      r = std::move(d);
+      break;
     }
     case MPI_COMBINER_INDEXED:
-    case MPI_COMBINER_HINDEXED: {
-      const int n = c.ints[0];
-      const int64_t ce = kids[0].extent;
-      for (int i = 0; i < n; ++i) {
-        const int64_t disp = combiner == MPI_COMBINER_INDEXED ? int64_t{c.ints[1 + n + i]} * ce
-                                                              : int64_t{c.addrs[static_cast<size_t>(i)]};
-        d.node.children.push_back(sequence(disp, {{c.ints[1 + i], ce}}, kids[0].node));
-      }
-      return d;
-    }
-    case MPI_COMBINER_INDEXED_BLOCK:
-    case MPI_COMBINER_HINDEXED_BLOCK: {
-      const int n = c.ints[0], bl = c.ints[1];
-      const int64_t ce = kids[0].extent;
-      for (int i = 0; i < n; ++i) {
-        const int64_t disp = combiner == MPI_COMBINER_INDEXED_BLOCK ? int64_t{c.ints[2 + i]} * ce
-                                                                    : int64_t{c.addrs[static_cast<size_t>(i)]};
-        d.node.children.push_back(sequence(disp, {{bl, ce}}, kids[0].node));
-      }
-      return d;
-    }
-    case MPI_COMBINER_STRUCT: {
-      const int n = c.ints[0];
-      for (int i = 0; i < n; ++i) {
-        const Decoded& k = kids[static_cast<size_t>(i)];
-        d.node.children.push_back(sequence(c.addrs[static_cast<size_t>(i)], {{c.ints[1 + i], k.extent}}, k.node));
-      }
-      return d;
-    }
-    case MPI_COMBINER_SUBARRAY: {
-      Result r = subarray(c, kids[0]);
-      if (auto* ok = std::get_if<Decoded>(&r)) ok->extent = extent;
-      return r;
-    }
-    case MPI_COMBINER_DARRAY: {
-      Result r = darray(c, kids[0]);
-      if (auto* ok = std::get_if<Decoded>(&r)) ok->extent = extent;
-      return r;
-    }
-    default:
+      if (!shaped(2 * un + 1, 0, 1)) break;
+      listed_blocks(d.node, n, &I[1], false, &I[1 + un], kids[0].extent, kids[0], w);
+      r = std::move(d);
       break;
+    case MPI_COMBINER_HINDEXED:
+      if (!shaped(un + 1, un, 1)) break;
+      listed_blocks(d.node, n, &I[1], false, A.data(), 1, kids[0], w);
+      r = std::move(d);
+      break;
+    case MPI_COMBINER_INDEXED_BLOCK:
+      if (!shaped(un + 2, 0, 1)) break;
+      listed_blocks(d.node, n, &I[1], true, &I[2], kids[0].extent, kids[0], w);
+      r = std::move(d);
+      break;
+    case MPI_COMBINER_HINDEXED_BLOCK:
+      if (!shaped(2, un, 1)) break;
+      listed_blocks(d.node, n, &I[1], true, A.data(), 1, kids[0], w);
+      r = std::move(d);
+      break;
+    case MPI_COMBINER_STRUCT:
+      if (!shaped(un + 1, un, un)) break;
+      for (size_t i = 0; i < un; ++i)
+        d.node.children.push_back(sequence(A[i], {{I[1 + i], kids[i].extent}}, kids[i].node));
+      r = std::move(d);
+      break;
+    case MPI_COMBINER_SUBARRAY:
+      if (!shaped(1, 0, 1)) break;
+      r = subarray(c, kids[0], w);
+      break;
+    case MPI_COMBINER_DARRAY:
+      if (!shaped(3, 0, 1)) break;
+      r = darray(c, kids[0], w);
+      break;
+    default: {
+      // Fortran's parameterised types behave like predefined ones when they have no gaps.
+      MPI_Count tlb = 0, textent = 0;
+      PMPI_Type_get_true_extent_x(type, &tlb, &textent);
+      if (c.types.empty() && size == textent) {
+        d.node.offset = tlb;
+        d.node.block = size;
+        r = std::move(d);
+      } else {
+        r = fail("combiner " + std::to_string(c.combiner) + " is not supported");
+      }
+      break;
+    }
   }
-  // Fortran's parameterised types behave like predefined ones when they have no gaps.
-  MPI_Count size = 0, tlb = 0, textent = 0;
-  PMPI_Type_size_x(type, &size);
-  PMPI_Type_get_true_extent_x(type, &tlb, &textent);
-  if (nt == 0 && size == textent) {
-    d.node.offset = tlb;
-    d.node.block = size;
-    return d;
-  }
-  return fail("combiner " + std::to_string(combiner) + " is not supported");
+  if (w.overflow()) return fail("constructor arguments overflow 64 bits");
+  if (auto* ok = std::get_if<Decoded>(&r)) ok->extent = extent;
+  return r;
 }
 
 }  // namespace

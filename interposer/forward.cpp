@@ -6,6 +6,7 @@ namespace veneer::next {
 
 #define VENEER_DEFINE(name) decltype(&PMPI_##name) name = &PMPI_##name;
 VENEER_FORWARDED(VENEER_DEFINE)
+VENEER_FORWARDED_LARGE(VENEER_DEFINE)
 #undef VENEER_DEFINE
 
 void resolve() {
@@ -13,6 +14,7 @@ void resolve() {
   if (void* f = dlsym(RTLD_NEXT, "MPI_" #name)) name = reinterpret_cast<decltype(name)>(f); \
   else name = &PMPI_##name;
   VENEER_FORWARDED(VENEER_RESOLVE)
+  VENEER_FORWARDED_LARGE(VENEER_RESOLVE)
 #undef VENEER_RESOLVE
 }
 

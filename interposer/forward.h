@@ -12,9 +12,18 @@
   X(Request_get_status) X(Alltoallv) X(Alltoallw) X(Neighbor_alltoallv) X(Neighbor_alltoallw)        \
   X(Allreduce) X(Bcast) X(Reduce) X(Allgather) X(Reduce_scatter) X(Reduce_scatter_block) X(Alltoall)
 
+// The MPI-4 large-count forms Veneer takes over, where mpi.h declares them
+// (VENEER_HAVE_LARGE_COUNT: MPICH 4.0, not Open MPI 4.1).
+#ifdef VENEER_HAVE_LARGE_COUNT
+#define VENEER_FORWARDED_LARGE(X) X(Pack_c) X(Unpack_c) X(Send_c) X(Isend_c) X(Recv_c) X(Irecv_c) X(Sendrecv_c)
+#else
+#define VENEER_FORWARDED_LARGE(X)
+#endif
+
 namespace veneer::next {
 #define VENEER_DECLARE(name) extern decltype(&PMPI_##name) name;
 VENEER_FORWARDED(VENEER_DECLARE)
+VENEER_FORWARDED_LARGE(VENEER_DECLARE)
 #undef VENEER_DECLARE
 // Fills the table (idempotent; runs at load time and again at MPI_Init).
 void resolve();

@@ -29,9 +29,11 @@
 //   }
 //
 // Times are seconds per call: the maximum over ranks of each rank's median
-// over interleaved repeats. "spread" is relative to the median: the largest
-// over ranks of half the inter-quartile range of the repeats. "fit_error" is
-// the relative root-mean-square error of the alpha + beta * bytes fit.
+// over n interleaved repeats. "spread" says how far such a median may be off,
+// relative to it: the standard error of a median estimated from the
+// inter-quartile range, 1.858 x (IQR / 2) / sqrt(n) / median, the largest over
+// ranks. "fit_error" is the relative root-mean-square error of the
+// alpha + beta * bytes fit.
 // Readers ignore members they do not know; members they know must have the
 // right type, or the profile is rejected as corrupt.
 #include <cstdint>

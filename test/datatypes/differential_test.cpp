@@ -60,6 +60,12 @@ constexpr bool kMpich = true;
 #else
 constexpr bool kMpich = false;
 #endif
+// MPI-4 large-count constructors, where the library has them (MPICH 4.0).
+#ifdef VENEER_HAVE_LARGE_COUNT
+constexpr bool kLargeCount = true;
+#else
+constexpr bool kLargeCount = false;
+#endif
 
 // Salts of the byte patterns: the user's data, what a receive buffer holds
 // before the receive, what an output buffer holds before packing, and the
@@ -123,12 +129,15 @@ std::unique_ptr<Subject> make_subject(uint64_t seed) {
   veneer::test::TypeLimits limits;
   limits.zero_size_parts = !kMpich;
   limits.long_double = !kMpich;
+  limits.large_count = kLargeCount;
   TypeGenerator generator(seed, limits);
   bool bottom = generator.rng()() % 10 == 0;
   s->gen = bottom ? generator.random_type_at_bottom() : generator.random_type();
   s->type = s->gen.type.get();
   s->shape = shape_of(s->type);
   s->count = bottom ? 1 : static_cast<int>(1 + generator.rng()() % 3);
+  // A far extent (large-count types) puts the next instance out of reach.
+  if (std::abs(s->shape.extent) > limits.max_true_extent) s->count = 1;
   // Where the library's true bounds disagree with the type map (a library
   // bug), use one instance and memory covering both.
   // (MPICH gives some zero-size types a negative true extent, and Open MPI a
@@ -237,7 +246,8 @@ std::string where(const Subject& s, int64_t index) {
 struct Tally {
   int64_t types = 0, at_bottom = 0, zero_size = 0, overlapping = 0, undecodable = 0, mpich_skips = 0, failures = 0,
           pack_checks = 0, unpack_checks = 0, engine_checks = 0, messages = 0, library_wrong = 0,
-          reference_disputed = 0, large = 0, largest = 0, mpich_truncations_passed_on = 0;
+          reference_disputed = 0, large = 0, largest = 0, mpich_truncations_passed_on = 0, large_form = 0,
+          beyond_int = 0, large_count_failures = 0;
   uint64_t last_library_wrong_seed = 0;
   std::vector<std::string> undecodable_examples, library_wrong_examples, reference_disputed_examples,
       mpich_truncation_examples;
@@ -692,6 +702,9 @@ TEST_F(Differential, RandomTypesAgainstTheLibrary) {
                                              std::to_string(s->reference_true_extent) + "; " + check.who());
     }
     tally.at_bottom += s->gen.at_bottom();
+    tally.large_form += s->gen.large_form;
+    tally.beyond_int += s->gen.beyond_int;
+    const int64_t failures_before = tally.failures;
     tally.zero_size += s->shape.size == 0;
     s->overlapping = map_overlaps(*s);
     tally.overlapping += s->overlapping;
@@ -718,6 +731,7 @@ TEST_F(Differential, RandomTypesAgainstTheLibrary) {
     int sender = size_ == 1 ? 0 : static_cast<int>(i % 2);
     int receiver = size_ == 1 ? 0 : 1 - sender;
     check.messages(message_rng, sender, receiver, rank_, static_cast<int>(100 + 4 * (i % 1000)));
+    if (s->gen.large_form && tally.failures > failures_before) ++tally.large_count_failures;
   }
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
   std::printf(
@@ -733,6 +747,12 @@ TEST_F(Differential, RandomTypesAgainstTheLibrary) {
       static_cast<long long>(tally.reference_disputed), static_cast<long long>(tally.pack_checks),
       static_cast<long long>(tally.unpack_checks), static_cast<long long>(tally.engine_checks),
       static_cast<long long>(tally.messages), static_cast<long long>(tally.failures));
+  if (kLargeCount)
+    std::printf(
+        "[rank %d] large-count constructors in %lld types (%lld with arguments beyond 2^31); %lld of them "
+        "failed\n",
+        rank_, static_cast<long long>(tally.large_form), static_cast<long long>(tally.beyond_int),
+        static_cast<long long>(tally.large_count_failures));
   for (const std::string& e : tally.undecodable_examples)
     std::printf("[rank %d]   undecodable: %s\n", rank_, e.c_str());
   for (const std::string& e : tally.library_wrong_examples)

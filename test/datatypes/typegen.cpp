@@ -13,11 +13,19 @@ void TypeHandle::reset() {
   type_ = MPI_DATATYPE_NULL;
 }
 
-bool is_predefined(MPI_Datatype type) {
-  int integers = 0, addresses = 0, types = 0, combiner = 0;
+int combiner_of(MPI_Datatype type) {
+  int combiner = MPI_COMBINER_NAMED;
+#ifdef VENEER_HAVE_LARGE_COUNT
+  MPI_Count integers = 0, addresses = 0, counts = 0, types = 0;
+  PMPI_Type_get_envelope_c(type, &integers, &addresses, &counts, &types, &combiner);
+#else
+  int integers = 0, addresses = 0, types = 0;
   PMPI_Type_get_envelope(type, &integers, &addresses, &types, &combiner);
-  return combiner == MPI_COMBINER_NAMED;
+#endif
+  return combiner;
 }
+
+bool is_predefined(MPI_Datatype type) { return combiner_of(type) == MPI_COMBINER_NAMED; }
 
 TypeShape shape_of(MPI_Datatype type) {
   TypeShape s;
@@ -100,9 +108,35 @@ struct TypeGenerator::Built {
   TypeHandle type;
   std::string description;
   TypeShape shape;
+  bool large_form = false, beyond_int = false;  // as in GeneratedType
+  void inherit(const Built& part) {
+    large_form |= part.large_form;
+    beyond_int |= part.beyond_int;
+  }
 };
 
-TypeGenerator::TypeGenerator(uint64_t seed, TypeLimits limits) : rng_(splitmix(seed)), limits_(limits) {}
+namespace {
+constexpr int64_t kTwo31 = int64_t{1} << 31;
+
+// The name of a constructor, with "_c" for its large-count form.
+std::string form(const char* name, bool large) { return std::string(name) + (large ? "_c(" : "("); }
+}  // namespace
+
+TypeGenerator::TypeGenerator(uint64_t seed, TypeLimits limits)
+    : rng_(splitmix(seed)), large_rng_(splitmix(seed ^ 0x6c61726765636e74ULL)), limits_(limits) {
+#ifndef VENEER_HAVE_LARGE_COUNT
+  limits_.large_count = false;
+#endif
+}
+
+bool TypeGenerator::large(double p) {
+  return limits_.large_count && std::uniform_real_distribution<double>(0, 1)(large_rng_) < p;
+}
+
+int64_t TypeGenerator::large_uniform(int64_t lo, int64_t hi) {
+  if (!limits_.large_count || hi <= lo) return lo;
+  return std::uniform_int_distribution<int64_t>(lo, hi)(large_rng_);
+}
 
 int64_t TypeGenerator::uniform(int64_t lo, int64_t hi) {
   if (hi <= lo) return lo;
@@ -112,9 +146,12 @@ int64_t TypeGenerator::uniform(int64_t lo, int64_t hi) {
 bool TypeGenerator::chance(double p) { return std::uniform_real_distribution<double>(0, 1)(rng_) < p; }
 
 bool TypeGenerator::fits(const TypeShape& s) const {
-  return s.size <= limits_.max_size && s.true_extent <= limits_.max_true_extent &&
-         std::abs(s.extent) <= limits_.max_true_extent && std::abs(s.lb) <= 4 * limits_.max_true_extent &&
-         std::abs(s.true_lb) <= 4 * limits_.max_true_extent;
+  // Memory use is bounded by size and true extent; with large counts, bounds
+  // and extents may be far away (such types are used with a count of one).
+  const int64_t far = limits_.large_count ? int64_t{1} << 56 : 4 * limits_.max_true_extent;
+  const int64_t extent = limits_.large_count ? far : limits_.max_true_extent;
+  return s.size <= limits_.max_size && s.true_extent <= limits_.max_true_extent && std::abs(s.extent) <= extent &&
+         std::abs(s.lb) <= far && std::abs(s.true_lb) <= far;
 }
 
 // Mostly small counts, sometimes empty or single, bounded so that the type
@@ -188,10 +225,28 @@ TypeGenerator::Built TypeGenerator::contiguous(int depth) {
   Built child = build(depth + 1);
   int n = pick_count(child.shape.size, std::max<int64_t>(std::abs(child.shape.extent), 1));
   Built b;
-  MPI_Type_contiguous(n, child.type.get(), b.type.replace());
+  b.inherit(child);
+  b.large_form |= large(0.3);
+#ifdef VENEER_HAVE_LARGE_COUNT
+  if (b.large_form && depth == 0 && large(0.1)) {
+    // A whole zero-size type: an empty one repeated beyond 2^31 times.
+    TypeHandle empty;
+    MPI_Type_contiguous(0, child.type.get(), empty.replace());
+    const int64_t huge = large_uniform(kTwo31, int64_t{1} << 40);
+    MPI_Type_contiguous_c(huge, empty.get(), b.type.replace());
+    b.shape = shape_of(b.type.get());
+    b.beyond_int = true;
+    b.description = "contiguous_c(" + std::to_string(huge) + ", contiguous(0, " + child.description + "))";
+    return b;
+  }
+  if (b.large_form)
+    MPI_Type_contiguous_c(n, child.type.get(), b.type.replace());
+  else
+#endif
+    MPI_Type_contiguous(n, child.type.get(), b.type.replace());
   b.shape = shape_of(b.type.get());
   if (!fits(b.shape)) return child;
-  b.description = "contiguous(" + std::to_string(n) + ", " + child.description + ")";
+  b.description = form("contiguous", b.large_form) + std::to_string(n) + ", " + child.description + ")";
   return b;
 }
 
@@ -219,14 +274,28 @@ TypeGenerator::Built TypeGenerator::vector(int depth, bool bytes) {
   int64_t step = bytes ? std::abs(stride) : std::abs(stride * c.extent);
   int n = pick_count(blocklength * c.size, std::max<int64_t>(step, 1));
   Built b;
-  if (bytes)
+  b.inherit(child);
+  b.large_form |= large(0.3);
+  if (b.large_form && n <= 1 && (bytes || std::abs(c.extent) <= limits_.max_true_extent) && large(0.5)) {
+    // A stride beyond 2^31 that a single block never takes.
+    stride = (large(0.5) ? -1 : 1) * large_uniform(kTwo31, int64_t{1} << 40);
+    b.beyond_int = true;
+  }
+#ifdef VENEER_HAVE_LARGE_COUNT
+  if (b.large_form && bytes)
+    MPI_Type_create_hvector_c(n, blocklength, stride, child.type.get(), b.type.replace());
+  else if (b.large_form)
+    MPI_Type_vector_c(n, blocklength, stride, child.type.get(), b.type.replace());
+  else
+#endif
+      if (bytes)
     MPI_Type_create_hvector(n, blocklength, stride, child.type.get(), b.type.replace());
   else
     MPI_Type_vector(n, blocklength, static_cast<int>(stride), child.type.get(), b.type.replace());
   b.shape = shape_of(b.type.get());
   if (!fits(b.shape)) return child;
-  b.description = std::string(bytes ? "hvector(" : "vector(") + std::to_string(n) + ", " + std::to_string(blocklength) +
-                  ", " + std::to_string(stride) + ", " + child.description + ")";
+  b.description = form(bytes ? "hvector" : "vector", b.large_form) + std::to_string(n) + ", " +
+                  std::to_string(blocklength) + ", " + std::to_string(stride) + ", " + child.description + ")";
   return b;
 }
 
@@ -271,10 +340,33 @@ TypeGenerator::Built TypeGenerator::indexed(int depth, bool bytes, bool same_blo
     for (int64_t& d : displacements) d -= shift;
   }
   Built b;
+  b.inherit(child);
+  b.large_form |= large(0.3);
+  if (b.large_form && n > 0 && (bytes || std::abs(c.extent) <= limits_.max_true_extent) && large(0.3)) {
+    // Every block moved by the same distance beyond 2^31 (bytes, or extents of the child).
+    const int64_t far = (large(0.5) ? -1 : 1) * large_uniform(kTwo31, int64_t{1} << 36);
+    for (int64_t& d : displacements) d += far;
+    b.beyond_int = true;
+  }
   std::vector<int> int_displacements(displacements.begin(), displacements.end());
   std::vector<MPI_Aint> byte_displacements(displacements.begin(), displacements.end());
   std::string name;
-  if (same_blocklength && bytes) {
+#ifdef VENEER_HAVE_LARGE_COUNT
+  if (b.large_form) {
+    std::vector<MPI_Count> counts(blocklengths.begin(), blocklengths.end());
+    std::vector<MPI_Count> large_displacements(displacements.begin(), displacements.end());
+    if (same_blocklength && bytes)
+      MPI_Type_create_hindexed_block_c(n, common, large_displacements.data(), child.type.get(), b.type.replace());
+    else if (same_blocklength)
+      MPI_Type_create_indexed_block_c(n, common, large_displacements.data(), child.type.get(), b.type.replace());
+    else if (bytes)
+      MPI_Type_create_hindexed_c(n, counts.data(), large_displacements.data(), child.type.get(), b.type.replace());
+    else
+      MPI_Type_indexed_c(n, counts.data(), large_displacements.data(), child.type.get(), b.type.replace());
+    name = same_blocklength ? (bytes ? "hindexed_block_c" : "indexed_block_c") : (bytes ? "hindexed_c" : "indexed_c");
+  } else
+#endif
+      if (same_blocklength && bytes) {
     name = "hindexed_block";
     MPI_Type_create_hindexed_block(n, common, byte_displacements.data(), child.type.get(), b.type.replace());
   } else if (same_blocklength) {
@@ -337,11 +429,27 @@ TypeGenerator::Built TypeGenerator::structure(int depth) {
   std::vector<MPI_Datatype> types;
   for (const Built& p : parts) types.push_back(p.type.get());
   Built b;
-  MPI_Type_create_struct(members, blocklengths.data(), displacements.data(), types.data(), b.type.replace());
+  for (const Built& p : parts) b.inherit(p);
+  b.large_form |= large(0.3);
+  if (b.large_form && members > 0 && large(0.3)) {
+    // Every member moved by the same number of bytes beyond 2^31.
+    const int64_t far = (large(0.5) ? -1 : 1) * large_uniform(kTwo31, int64_t{1} << 40);
+    for (MPI_Aint& d : displacements) d += far;
+    b.beyond_int = true;
+  }
+#ifdef VENEER_HAVE_LARGE_COUNT
+  if (b.large_form) {
+    std::vector<MPI_Count> counts(blocklengths.begin(), blocklengths.end());
+    std::vector<MPI_Count> large_displacements(displacements.begin(), displacements.end());
+    MPI_Type_create_struct_c(members, counts.data(), large_displacements.data(), types.data(), b.type.replace());
+  } else
+#endif
+    MPI_Type_create_struct(members, blocklengths.data(), displacements.data(), types.data(), b.type.replace());
   b.shape = shape_of(b.type.get());
   if (!fits(b.shape)) return members ? std::move(parts[0]) : leaf();
   std::ostringstream os;
-  os << "struct(" << members << ", " << list_text(blocklengths) << ", " << list_text(displacements) << ", [";
+  os << form("struct", b.large_form) << members << ", " << list_text(blocklengths) << ", " << list_text(displacements)
+     << ", [";
   for (int i = 0; i < members; ++i) os << (i ? ", " : "") << parts[i].description;
   os << "])";
   b.description = os.str();
@@ -368,12 +476,33 @@ TypeGenerator::Built TypeGenerator::subarray(int depth) {
   }
   bool fortran = chance(0.5);
   Built b;
-  MPI_Type_create_subarray(ndims, sizes.data(), subsizes.data(), starts.data(),
-                           fortran ? MPI_ORDER_FORTRAN : MPI_ORDER_C, child.type.get(), b.type.replace());
+  b.inherit(child);
+  b.large_form |= large(0.3);
+  std::vector<int64_t> large_sizes(sizes.begin(), sizes.end()), large_subsizes(subsizes.begin(), subsizes.end()),
+      large_starts(starts.begin(), starts.end());
+  if (b.large_form && child.shape.extent <= limits_.max_true_extent && large(0.3)) {
+    // The outermost dimension beyond 2^31 elements, a few of them taken near its end.
+    const size_t d = fortran ? static_cast<size_t>(ndims - 1) : 0;
+    large_sizes[d] = large_uniform(kTwo31, int64_t{1} << 34);
+    large_subsizes[d] = large_uniform(1, 3);
+    large_starts[d] = large_sizes[d] - large_subsizes[d] - large_uniform(0, 2);
+    b.beyond_int = true;
+  }
+#ifdef VENEER_HAVE_LARGE_COUNT
+  if (b.large_form) {
+    std::vector<MPI_Count> sz(large_sizes.begin(), large_sizes.end()),
+        sub(large_subsizes.begin(), large_subsizes.end()), st(large_starts.begin(), large_starts.end());
+    MPI_Type_create_subarray_c(ndims, sz.data(), sub.data(), st.data(), fortran ? MPI_ORDER_FORTRAN : MPI_ORDER_C,
+                               child.type.get(), b.type.replace());
+  } else
+#endif
+    MPI_Type_create_subarray(ndims, sizes.data(), subsizes.data(), starts.data(),
+                             fortran ? MPI_ORDER_FORTRAN : MPI_ORDER_C, child.type.get(), b.type.replace());
   b.shape = shape_of(b.type.get());
   if (!fits(b.shape)) return child;
-  b.description = "subarray(" + std::to_string(ndims) + ", " + list_text(sizes) + ", " + list_text(subsizes) + ", " +
-                  list_text(starts) + (fortran ? ", fortran, " : ", c, ") + child.description + ")";
+  b.description = form("subarray", b.large_form) + std::to_string(ndims) + ", " + list_text(large_sizes) + ", " +
+                  list_text(large_subsizes) + ", " + list_text(large_starts) + (fortran ? ", fortran, " : ", c, ") +
+                  child.description + ")";
   return b;
 }
 
@@ -411,16 +540,40 @@ TypeGenerator::Built TypeGenerator::darray(int depth) {
   }
   bool fortran = chance(0.5);
   Built b;
-  MPI_Type_create_darray(procs, rank, ndims, gsizes.data(), distribs.data(), dargs.data(), psizes.data(),
-                         fortran ? MPI_ORDER_FORTRAN : MPI_ORDER_C, child.type.get(), b.type.replace());
+  b.inherit(child);
+  b.large_form |= large(0.3);
+  std::vector<int64_t> large_gsizes(gsizes.begin(), gsizes.end());
+  if (b.large_form && child.shape.extent <= limits_.max_true_extent && large(0.3)) {
+    // One dimension beyond 2^31 elements in blocks of 2^30: the last of 3 or 4
+    // processes owns the few elements past the others' blocks.
+    procs = static_cast<int>(large_uniform(3, 4));
+    rank = procs - 1;
+    ndims = 1;
+    large_gsizes = {(procs - 1) * (int64_t{1} << 30) + large_uniform(1, 4)};
+    distribs = {MPI_DISTRIBUTE_BLOCK};
+    dargs = {1 << 30};
+    psizes = {procs};
+    gsizes = {-1};  // not representable as an int
+    b.beyond_int = true;
+  }
+#ifdef VENEER_HAVE_LARGE_COUNT
+  if (b.large_form) {
+    std::vector<MPI_Count> g(large_gsizes.begin(), large_gsizes.end());
+    MPI_Type_create_darray_c(procs, rank, ndims, g.data(), distribs.data(), dargs.data(), psizes.data(),
+                             fortran ? MPI_ORDER_FORTRAN : MPI_ORDER_C, child.type.get(), b.type.replace());
+  } else
+#endif
+    MPI_Type_create_darray(procs, rank, ndims, gsizes.data(), distribs.data(), dargs.data(), psizes.data(),
+                           fortran ? MPI_ORDER_FORTRAN : MPI_ORDER_C, child.type.get(), b.type.replace());
   b.shape = shape_of(b.type.get());
   if (!fits(b.shape)) return child;
   std::vector<std::string> kind_names;
   for (int d : distribs)
     kind_names.push_back(d == MPI_DISTRIBUTE_BLOCK ? "block" : d == MPI_DISTRIBUTE_CYCLIC ? "cyclic" : "none");
-  b.description = "darray(" + std::to_string(procs) + ", " + std::to_string(rank) + ", " + std::to_string(ndims) +
-                  ", " + list_text(gsizes) + ", " + list_text(kind_names) + ", " + list_text(dargs) + ", " +
-                  list_text(psizes) + (fortran ? ", fortran, " : ", c, ") + child.description + ")";
+  b.description = form("darray", b.large_form) + std::to_string(procs) + ", " + std::to_string(rank) + ", " +
+                  std::to_string(ndims) + ", " + list_text(large_gsizes) + ", " + list_text(kind_names) + ", " +
+                  list_text(dargs) + ", " + list_text(psizes) + (fortran ? ", fortran, " : ", c, ") +
+                  child.description + ")";
   return b;
 }
 
@@ -442,11 +595,24 @@ TypeGenerator::Built TypeGenerator::resized(int depth) {
   else if (r < 0.2)
     extent = std::max<int64_t>(c.true_extent, 1);
   Built b;
-  MPI_Type_create_resized(child.type.get(), lb, extent, b.type.replace());
+  b.inherit(child);
+  b.large_form |= large(0.3);
+  if (b.large_form && large(0.3)) {
+    // An extent beyond 2^31 (instances far apart), sometimes a far lower bound too.
+    extent = large_uniform(kTwo31, int64_t{1} << 40);
+    if (large(0.5)) lb = c.true_lb - large_uniform(kTwo31, int64_t{1} << 40);
+    b.beyond_int = true;
+  }
+#ifdef VENEER_HAVE_LARGE_COUNT
+  if (b.large_form)
+    MPI_Type_create_resized_c(child.type.get(), lb, extent, b.type.replace());
+  else
+#endif
+    MPI_Type_create_resized(child.type.get(), lb, extent, b.type.replace());
   b.shape = shape_of(b.type.get());
   if (!fits(b.shape)) return child;
-  b.description =
-      "resized(" + child.description + ", lb " + std::to_string(lb) + ", extent " + std::to_string(extent) + ")";
+  b.description = form("resized", b.large_form) + child.description + ", lb " + std::to_string(lb) + ", extent " +
+                  std::to_string(extent) + ")";
   return b;
 }
 
@@ -455,6 +621,7 @@ TypeGenerator::Built TypeGenerator::dup(int depth) {
   Built b;
   MPI_Type_dup(child.type.get(), b.type.replace());
   b.shape = shape_of(b.type.get());
+  b.inherit(child);
   b.description = "dup(" + child.description + ")";
   return b;
 }
@@ -481,6 +648,8 @@ GeneratedType TypeGenerator::random_type() {
   MPI_Type_commit(&t);
   g.description = b.description;
   g.type = std::move(b.type);
+  g.large_form = b.large_form;
+  g.beyond_int = b.beyond_int;
   return g;
 }
 
@@ -496,6 +665,7 @@ GeneratedType TypeGenerator::random_type_at_bottom() {
     if (!same_type || i == 0) parts.push_back(build(1));
     const TypeShape& c = parts.back().shape;
     int bl = static_cast<int>(uniform(1, 2));
+    if (std::abs(c.extent) > limits_.max_true_extent) bl = 1;  // a far extent (large counts)
     Footprint fp = footprint(c, bl);
     // Cover the bytes the type map really touches as well as those the library
     // believes it does (they differ where the library has a bounds bug), so
@@ -517,17 +687,35 @@ GeneratedType TypeGenerator::random_type_at_bottom() {
     g.arrays.push_back(std::move(array));
   }
   Built b;
+  for (const Built& p : parts) b.inherit(p);
+  b.large_form |= large(0.3);
   std::ostringstream os;
+#ifdef VENEER_HAVE_LARGE_COUNT
+  std::vector<MPI_Count> large_blocklengths(blocklengths.begin(), blocklengths.end());
+  std::vector<MPI_Count> large_addresses(addresses.begin(), addresses.end());
+#endif
   if (same_type) {
-    MPI_Type_create_hindexed(members, blocklengths.data(), addresses.data(), parts[0].type.get(), b.type.replace());
-    os << "hindexed@MPI_BOTTOM(" << members << ", " << list_text(blocklengths) << ", <addresses of " << members
-       << " arrays>, " << parts[0].description << ")";
+#ifdef VENEER_HAVE_LARGE_COUNT
+    if (b.large_form)
+      MPI_Type_create_hindexed_c(members, large_blocklengths.data(), large_addresses.data(), parts[0].type.get(),
+                                 b.type.replace());
+    else
+#endif
+      MPI_Type_create_hindexed(members, blocklengths.data(), addresses.data(), parts[0].type.get(), b.type.replace());
+    os << (b.large_form ? "hindexed_c" : "hindexed") << "@MPI_BOTTOM(" << members << ", " << list_text(blocklengths)
+       << ", <addresses of " << members << " arrays>, " << parts[0].description << ")";
   } else {
     std::vector<MPI_Datatype> types;
     for (const Built& p : parts) types.push_back(p.type.get());
-    MPI_Type_create_struct(members, blocklengths.data(), addresses.data(), types.data(), b.type.replace());
-    os << "struct@MPI_BOTTOM(" << members << ", " << list_text(blocklengths) << ", <addresses of " << members
-       << " arrays>, [";
+#ifdef VENEER_HAVE_LARGE_COUNT
+    if (b.large_form)
+      MPI_Type_create_struct_c(members, large_blocklengths.data(), large_addresses.data(), types.data(),
+                               b.type.replace());
+    else
+#endif
+      MPI_Type_create_struct(members, blocklengths.data(), addresses.data(), types.data(), b.type.replace());
+    os << (b.large_form ? "struct_c" : "struct") << "@MPI_BOTTOM(" << members << ", " << list_text(blocklengths)
+       << ", <addresses of " << members << " arrays>, [";
     for (int i = 0; i < members; ++i) os << (i ? ", " : "") << parts[i].description;
     os << "])";
   }
@@ -535,34 +723,101 @@ GeneratedType TypeGenerator::random_type_at_bottom() {
   MPI_Type_commit(&t);
   g.type = std::move(b.type);
   g.description = os.str();
+  g.large_form = b.large_form;
+  g.beyond_int = b.beyond_int;
   return g;
 }
 
 namespace {
 
-// A type read back through MPI_Type_get_envelope/get_contents.
+// A type read back through MPI_Type_get_envelope/get_contents. The arguments
+// are 64-bit, in the places MPI-3's MPI_Type_get_contents gives them.
 struct MapNode {
   int combiner = MPI_COMBINER_NAMED;
   MPI_Datatype named = MPI_DATATYPE_NULL;
-  std::vector<int> ints;
-  std::vector<MPI_Aint> addresses;
+  std::vector<int64_t> ints;
+  std::vector<int64_t> addresses;
   std::vector<MapNode> children;
   int64_t extent = 0;
+  int64_t size = 0;  // no data: an empty type map, however large its counts
 };
+
+#ifdef VENEER_HAVE_LARGE_COUNT
+// The _c constructors' arguments come back from MPI_Type_get_contents_c with
+// counts, blocklengths, strides and displacements in `large` (MPI-4.0, the
+// table of combiners in section 5.1.13); `ints` keeps the rest.
+void from_large(MapNode& n, const std::vector<int>& ints, const std::vector<MPI_Count>& large) {
+  const auto L = [&](size_t i) { return static_cast<int64_t>(large.at(i)); };
+  const size_t count = large.empty() ? 0 : static_cast<size_t>(L(0));
+  switch (n.combiner) {
+    case MPI_COMBINER_HVECTOR:  // count, blocklength | stride
+      n.ints = {L(0), L(1)};
+      n.addresses = {L(2)};
+      return;
+    case MPI_COMBINER_HINDEXED:  // count, blocklengths | displacements
+    case MPI_COMBINER_STRUCT:
+      for (size_t i = 0; i <= count; ++i) n.ints.push_back(L(i));
+      for (size_t i = 0; i < count; ++i) n.addresses.push_back(L(count + 1 + i));
+      return;
+    case MPI_COMBINER_HINDEXED_BLOCK:  // count, blocklength | displacements
+      n.ints = {L(0), L(1)};
+      for (size_t i = 0; i < count; ++i) n.addresses.push_back(L(2 + i));
+      return;
+    case MPI_COMBINER_RESIZED:  // | lb, extent
+      n.addresses = {L(0), L(1)};
+      return;
+    case MPI_COMBINER_SUBARRAY: {  // ndims, [sizes, subsizes, starts], order
+      n.ints = {ints.at(0)};
+      for (MPI_Count v : large) n.ints.push_back(v);
+      n.ints.push_back(ints.at(1));
+      return;
+    }
+    case MPI_COMBINER_DARRAY: {  // size, rank, ndims, [gsizes], distribs, dargs, psizes, order
+      n.ints = {ints.at(0), ints.at(1), ints.at(2)};
+      for (MPI_Count v : large) n.ints.push_back(v);
+      for (size_t i = 3; i < ints.size(); ++i) n.ints.push_back(ints[i]);
+      return;
+    }
+    default:  // contiguous, vector, indexed, indexed_block: all in order
+      for (MPI_Count v : large) n.ints.push_back(v);
+      return;
+  }
+}
+#endif
 
 MapNode read_back(MPI_Datatype type) {
   MapNode n;
-  int ni = 0, na = 0, nt = 0;
-  PMPI_Type_get_envelope(type, &ni, &na, &nt, &n.combiner);
-  n.extent = shape_of(type).extent;
+  n.combiner = combiner_of(type);
+  const TypeShape shape = shape_of(type);
+  n.extent = shape.extent;
+  n.size = shape.size;
   if (n.combiner == MPI_COMBINER_NAMED) {
     n.named = type;
     return n;
   }
-  n.ints.resize(ni);
-  n.addresses.resize(na);
+#ifdef VENEER_HAVE_LARGE_COUNT
+  MPI_Count ni = 0, na = 0, nc = 0, nt = 0;
+  PMPI_Type_get_envelope_c(type, &ni, &na, &nc, &nt, &n.combiner);
+  std::vector<MPI_Count> large(nc);
+#else
+  int ni = 0, na = 0, nt = 0;
+  PMPI_Type_get_envelope(type, &ni, &na, &nt, &n.combiner);
+#endif
+  std::vector<int> ints(ni);
+  std::vector<MPI_Aint> addresses(na);
   std::vector<MPI_Datatype> types(nt);
-  PMPI_Type_get_contents(type, ni, na, nt, n.ints.data(), n.addresses.data(), types.data());
+#ifdef VENEER_HAVE_LARGE_COUNT
+  PMPI_Type_get_contents_c(type, ni, na, nc, nt, ints.data(), addresses.data(), large.data(), types.data());
+  if (nc > 0) {
+    from_large(n, ints, large);
+  } else
+#else
+  PMPI_Type_get_contents(type, ni, na, nt, ints.data(), addresses.data(), types.data());
+#endif
+  {
+    n.ints.assign(ints.begin(), ints.end());
+    n.addresses.assign(addresses.begin(), addresses.end());
+  }
   for (MPI_Datatype t : types) {
     n.children.push_back(read_back(t));
     if (!is_predefined(t)) PMPI_Type_free(&t);
@@ -648,8 +903,9 @@ void expand_array(const MapNode& child, int64_t base, const std::vector<int64_t>
 }
 
 void expand(const MapNode& n, int64_t base, MapWriter& out) {
-  const std::vector<int>& I = n.ints;
-  const std::vector<MPI_Aint>& A = n.addresses;
+  const std::vector<int64_t>& I = n.ints;
+  const std::vector<int64_t>& A = n.addresses;
+  if (n.size == 0) return;
   switch (n.combiner) {
     case MPI_COMBINER_NAMED:
       return expand_named(n.named, base, out);
@@ -670,8 +926,8 @@ void expand(const MapNode& n, int64_t base, MapWriter& out) {
     case MPI_COMBINER_INDEXED:
     case MPI_COMBINER_HINDEXED: {
       const int64_t e = n.children[0].extent;
-      const int count = I[0];
-      for (int i = 0; i < count; ++i) {
+      const int64_t count = I[0];
+      for (int64_t i = 0; i < count; ++i) {
         int64_t at = n.combiner == MPI_COMBINER_INDEXED ? I[1 + count + i] * e : A[i];
         for (int64_t j = 0; j < I[1 + i]; ++j) expand(n.children[0], base + at + j * e, out);
       }
@@ -680,18 +936,18 @@ void expand(const MapNode& n, int64_t base, MapWriter& out) {
     case MPI_COMBINER_INDEXED_BLOCK:
     case MPI_COMBINER_HINDEXED_BLOCK: {
       const int64_t e = n.children[0].extent;
-      for (int i = 0; i < I[0]; ++i) {
+      for (int64_t i = 0; i < I[0]; ++i) {
         int64_t at = n.combiner == MPI_COMBINER_INDEXED_BLOCK ? I[2 + i] * e : A[i];
         for (int64_t j = 0; j < I[1]; ++j) expand(n.children[0], base + at + j * e, out);
       }
       return;
     }
     case MPI_COMBINER_STRUCT:
-      for (int i = 0; i < I[0]; ++i)
+      for (int64_t i = 0; i < I[0]; ++i)
         for (int64_t j = 0; j < I[1 + i]; ++j) expand(n.children[i], base + A[i] + j * n.children[i].extent, out);
       return;
     case MPI_COMBINER_SUBARRAY: {
-      const int ndims = I[0];
+      const int ndims = static_cast<int>(I[0]);
       std::vector<int64_t> sizes(ndims);
       std::vector<std::vector<int64_t>> indices(ndims);
       for (int d = 0; d < ndims; ++d) {
@@ -702,14 +958,16 @@ void expand(const MapNode& n, int64_t base, MapWriter& out) {
     }
     case MPI_COMBINER_DARRAY: {
       // ints: size, rank, ndims, gsizes, distribs, dargs, psizes, order.
-      const int rank = I[1], ndims = I[2];
+      const int64_t rank = I[1];
+      const int ndims = static_cast<int>(I[2]);
       auto gsize = [&](int d) { return I[3 + d]; };
       auto distrib = [&](int d) { return I[3 + ndims + d]; };
       auto darg = [&](int d) { return I[3 + 2 * ndims + d]; };
       auto psize = [&](int d) { return I[3 + 3 * ndims + d]; };
       // The process grid is row-major whatever the array order.
       std::vector<int64_t> coord(ndims);
-      for (int d = ndims - 1, r = rank; d >= 0; --d) {
+      int64_t r = rank;
+      for (int d = ndims - 1; d >= 0; --d) {
         coord[d] = r % psize(d);
         r /= psize(d);
       }

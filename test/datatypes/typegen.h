@@ -46,6 +46,10 @@ class TypeHandle {
 };
 
 bool is_predefined(MPI_Datatype type);
+// The combiner (MPI_COMBINER_NAMED for a predefined type), asked in the
+// large-count form where the library has it (MPICH refuses the int form for
+// the types of the _c constructors).
+int combiner_of(MPI_Datatype type);
 
 // What the library says about a type (PMPI_Type_size_x and friends).
 struct TypeShape {
@@ -64,6 +68,15 @@ struct TypeLimits {
   // MPI_LONG_DOUBLE and MPI_LONG_DOUBLE_INT. MPICH copies an x87 long double
   // as its 10 significant bytes, so the other 6 of its 16 are not data there.
   bool long_double = true;
+  // MPI-4 large-count constructors (MPI_Type_contiguous_c and the rest), for
+  // a library that has them (VENEER_HAVE_LARGE_COUNT). Some constructors take
+  // their _c form with the same arguments, and some types get arguments
+  // beyond 2^31 that touch little memory: huge strides with a count of one,
+  // huge displacements, huge extents and array sizes, huge counts of a
+  // zero-size type. Such types can have an |extent| far above
+  // max_true_extent: use those with a count of one. These choices come from a
+  // second random stream, so the rest of each type is as without them.
+  bool large_count = false;
 };
 
 // A committed random type. Types built from absolute addresses (`at_bottom`)
@@ -74,6 +87,8 @@ struct GeneratedType {
   std::string description;
   std::vector<std::vector<unsigned char>> arrays;
   static constexpr int64_t guard = 16;
+  bool large_form = false;  // some part built by an MPI-4 _c constructor
+  bool beyond_int = false;  // some constructor argument beyond 2^31
   bool at_bottom() const { return !arrays.empty(); }
 };
 
@@ -107,8 +122,12 @@ class TypeGenerator {
   int64_t uniform(int64_t lo, int64_t hi);  // inclusive
   bool chance(double p);
   int pick_count(int64_t unit_size, int64_t unit_span);
+  // From the large-count stream; false / lo without TypeLimits::large_count.
+  bool large(double p);
+  int64_t large_uniform(int64_t lo, int64_t hi);
 
   std::mt19937_64 rng_;
+  std::mt19937_64 large_rng_;
   TypeLimits limits_;
   int64_t target_size_ = 0;  // per-type size goal, so most types stay small
 };

@@ -1,0 +1,750 @@
+// veneer-model-check: how good Veneer's automatic choices are, measured
+// through the real interposed entry points.
+//
+//   mpirun -np N veneer-model-check [--quick] [--min B] [--max B] [--step K] [--json FILE] ...
+//
+// Linked with libveneer: MPI_Allreduce etc. are Veneer's entry points (the
+// profile is loaded in MPI_Init, decisions are remembered as in any job),
+// while PMPI_* reach the library. For every shape of a grid (collective x
+// message size x communicator) it runs every eligible choice through MPI_X:
+//  - "auto": no override, Veneer's default rules and the loaded profile;
+//  - each forced choice: the collective's override variable (VENEER_ALLREDUCE,
+//    ...) set to one algorithm's name, or to "library";
+// checks each one's result once against the library's (PMPI_X) before timing,
+// then times them in interleaved batches (each repetition runs every choice
+// once, starting with a different one): per call, the slowest rank's batch
+// time / calls, the median over repetitions. For each shape it prints the
+// automatic choice and its time, the fastest forced choice and its time,
+// their ratio, and the model's prediction for the automatic choice (its time
+// and source: measured, interpolated, fitted, default) against the
+// measurement. Typed point-to-point is checked the same way: round trips of
+// DDTBench layouts with Veneer's automatic send rule, forced take-over
+// (VENEER_P2P_MAX_BLOCK=inf) and forced pass-through (VENEER_P2P=0).
+//
+// The last line is the summary:
+//   model-check: within-1.10x P%, worst Wx, geomean Gx
+// (share of shapes whose automatic choice is within 1.10x of the fastest
+// forced one, the worst auto/best ratio, the geometric mean of auto/best).
+// A wrong result prints "model-check: FAILED ..." instead and exits 1.
+#include <mpi.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "algorithms/collectives.h"
+#include "algorithms/measured.h"
+#include "algorithms/select.h"
+#include "algorithms/tuning.h"
+#include "bench/coll_timing.h"
+#include "bench/layouts.h"
+#include "support/config.h"
+#include "support/counters.h"
+#include "topology/hierarchy.h"
+
+namespace {
+
+namespace alg = veneer::algorithms;
+namespace bench = veneer::bench;
+using alg::Collective;
+
+const char* const kUsage =
+    "usage: veneer-model-check [--quick] [--min BYTES] [--max BYTES] [--step K] [--collective NAME]...\n"
+    "                          [--split] [--no-p2p] [--repetitions R] [--seconds S] [--json FILE]\n"
+    "                          [--profile FILE]\n"
+    "  --quick          8 B, 512 B and 32 KiB, 5 repetitions of 1 ms batches, small layouts (CI)\n"
+    "  --min/--max      message sizes in bytes, k/M suffixes (default 8 to 4M; the largest is always checked)\n"
+    "  --step K         size step factor (default 8)\n"
+    "  --collective C   allreduce, bcast, reduce, allgather, reduce_scatter_block or alltoall\n"
+    "                   (repeatable; default all of them but reduce)\n"
+    "  --split          also check the shapes on two halves of MPI_COMM_WORLD (MPI_Comm_split)\n"
+    "  --no-p2p         leave out the typed point-to-point round trips\n"
+    "  --repetitions R  interleaved timed batches per choice (default 11)\n"
+    "  --seconds S      length of one timed batch (default 0.003)\n"
+    "  --json FILE      one JSON line per shape\n"
+    "  --profile FILE   the machine profile libveneer loads (sets VENEER_PROFILE)\n";
+
+struct Options {
+  bool quick = false;
+  int64_t min_bytes = 8, max_bytes = int64_t{4} << 20, step = 8;
+  std::vector<Collective> collectives;
+  bool split = false;
+  bool p2p = true;
+  int repetitions = 11;
+  double batch_seconds = 0.003;
+  std::string json_path;
+};
+
+bool parse(int argc, char** argv, Options& o) {
+  bool sizes_given = false, reps_given = false, seconds_given = false;
+  for (int a = 1; a < argc; ++a) {
+    const std::string flag = argv[a];
+    if (flag == "--quick") o.quick = true;
+    else if (flag == "--split") o.split = true;
+    else if (flag == "--no-p2p") o.p2p = false;
+    else {
+      if (a + 1 >= argc) return false;
+      const char* v = argv[++a];
+      if (flag == "--min" || flag == "--max") {
+        auto bytes = veneer::parse_size(v);
+        if (!bytes || *bytes < 1) return false;
+        (flag == "--min" ? o.min_bytes : o.max_bytes) = *bytes;
+        sizes_given = true;
+      } else if (flag == "--step") {
+        o.step = std::max<int64_t>(2, std::atoll(v));
+        sizes_given = true;
+      } else if (flag == "--collective") {
+        auto c = alg::collective_from_name(v);
+        if (!c || *c == Collective::reduce_scatter) return false;  // irregular counts: not a grid shape
+        o.collectives.push_back(*c);
+      } else if (flag == "--repetitions") {
+        o.repetitions = std::max(1, std::atoi(v));
+        reps_given = true;
+      } else if (flag == "--seconds") {
+        o.batch_seconds = std::max(1e-4, std::atof(v));
+        seconds_given = true;
+      } else if (flag == "--json") {
+        o.json_path = v;
+      } else if (flag == "--profile") {
+        setenv("VENEER_PROFILE", v, 1);
+      } else {
+        return false;
+      }
+    }
+  }
+  if (o.quick) {
+    if (!sizes_given) {
+      o.min_bytes = 8;
+      o.max_bytes = 32 << 10;
+      o.step = 64;
+    }
+    if (!reps_given) o.repetitions = 5;
+    if (!seconds_given) o.batch_seconds = 0.001;
+  }
+  if (o.collectives.empty())
+    o.collectives = {Collective::allreduce, Collective::bcast, Collective::allgather, Collective::reduce_scatter_block,
+                     Collective::alltoall};
+  return o.min_bytes <= o.max_bytes;
+}
+
+std::vector<int64_t> ladder(int64_t lo, int64_t hi, int64_t step) {
+  std::vector<int64_t> sizes;
+  for (int64_t b = lo; b <= hi; b *= step) sizes.push_back(b);
+  if (sizes.empty() || sizes.back() != hi) sizes.push_back(hi);
+  return sizes;
+}
+
+int g_rank = 0, g_size = 1;
+
+// ---- Switching choices through the environment --------------------------------
+
+// Sets (or, for null, unsets) an environment variable.
+void set_variable(const char* name, const char* value) {
+  if (value) setenv(name, value, 1);
+  else unsetenv(name);
+}
+
+// Forces `choice` ("auto": no override) for collective c on this rank; every
+// rank does the same, so all decide alike.
+void apply_collective(Collective c, const std::string& choice) {
+  const std::string variable(alg::override_variable(c));
+  set_variable(variable.c_str(), choice == "auto" ? nullptr : choice.c_str());
+  alg::collectives_init();  // re-reads the overrides and forgets remembered decisions
+}
+
+// Point-to-point: "auto" (the built-in rule), "veneer" (every non-contiguous
+// send taken over), "library" (every send passed through).
+void apply_p2p(const std::string& choice) {
+  set_variable("VENEER_P2P_MAX_BLOCK", choice == "veneer" ? "inf" : nullptr);
+  set_variable("VENEER_P2P", choice == "library" ? "0" : nullptr);
+  veneer::reload_config();
+}
+
+// Counting what ran (the algorithm, or whether a send was taken over) needs
+// Veneer's counters, which count only while a report is wanted: on for the
+// data checks, back to the user's setting for the timed batches.
+std::optional<std::string> g_user_report;
+void counting(bool on) {
+  set_variable("VENEER_REPORT", on ? "1" : (g_user_report ? g_user_report->c_str() : nullptr));
+  veneer::reload_config();
+}
+
+// ---- Timing helpers ----------------------------------------------------------
+
+double max_over_ranks(double v) {
+  PMPI_Allreduce(MPI_IN_PLACE, &v, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  return v;
+}
+
+bool all_ranks(bool ok) {
+  int v = ok ? 1 : 0;
+  PMPI_Allreduce(MPI_IN_PLACE, &v, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  return v != 0;
+}
+
+// Calls per batch so one batch lasts about `seconds`, from `once` seconds per call (max over ranks).
+int iterations_for(double once, double seconds, int most) {
+  int n = static_cast<int>(std::clamp(seconds / std::max(once, 1e-7), 1.0, static_cast<double>(most)));
+  PMPI_Bcast(&n, 1, MPI_INT, 0, MPI_COMM_WORLD);
+  return n;
+}
+
+// samples[choice][repetition] of this rank -> the slowest rank's, then the median per choice.
+std::vector<double> medians_over_ranks(std::vector<std::vector<double>> samples) {
+  std::vector<double> flat;
+  for (const auto& s : samples) flat.insert(flat.end(), s.begin(), s.end());
+  PMPI_Allreduce(MPI_IN_PLACE, flat.data(), static_cast<int>(flat.size()), MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  std::vector<double> medians;
+  size_t at = 0;
+  for (const auto& s : samples) {
+    medians.push_back(bench::median_of(std::vector<double>(flat.begin() + static_cast<long>(at),
+                                                           flat.begin() + static_cast<long>(at + s.size()))));
+    at += s.size();
+  }
+  return medians;
+}
+
+// ---- One call of a collective, through Veneer (MPI_X) or the library (PMPI_X) --
+
+int call_collective(const alg::Call& c, MPI_Comm comm, bool veneer) {
+  void* sbuf = const_cast<void*>(c.sbuf);
+  switch (c.collective) {
+    case Collective::allreduce:
+      return veneer ? MPI_Allreduce(sbuf, c.rbuf, c.count, c.type, c.op, comm)
+                    : PMPI_Allreduce(sbuf, c.rbuf, c.count, c.type, c.op, comm);
+    case Collective::bcast:
+      return veneer ? MPI_Bcast(c.rbuf, c.count, c.type, c.root, comm) : PMPI_Bcast(c.rbuf, c.count, c.type, c.root, comm);
+    case Collective::reduce:
+      return veneer ? MPI_Reduce(sbuf, c.rbuf, c.count, c.type, c.op, c.root, comm)
+                    : PMPI_Reduce(sbuf, c.rbuf, c.count, c.type, c.op, c.root, comm);
+    case Collective::allgather:
+      return veneer ? MPI_Allgather(sbuf, c.scount, c.stype, c.rbuf, c.count, c.type, comm)
+                    : PMPI_Allgather(sbuf, c.scount, c.stype, c.rbuf, c.count, c.type, comm);
+    case Collective::reduce_scatter_block:
+      return veneer ? MPI_Reduce_scatter_block(sbuf, c.rbuf, c.count, c.type, c.op, comm)
+                    : PMPI_Reduce_scatter_block(sbuf, c.rbuf, c.count, c.type, c.op, comm);
+    case Collective::alltoall:
+      return veneer ? MPI_Alltoall(sbuf, c.scount, c.stype, c.rbuf, c.count, c.type, comm)
+                    : PMPI_Alltoall(sbuf, c.scount, c.stype, c.rbuf, c.count, c.type, comm);
+    case Collective::reduce_scatter: break;
+  }
+  return MPI_ERR_INTERN;
+}
+
+// ---- Results ---------------------------------------------------------------------
+
+struct Row {
+  std::string kind;        // "collective" or "p2p"
+  std::string what;        // collective name or layout
+  std::string comm;        // "world", "half" or "0<->1"
+  int ranks = 0;
+  int64_t bytes = 0;
+  std::string auto_name;   // what the automatic choice ran, as printed
+  std::string auto_choice; // the same, as a choice name
+  double auto_seconds = 0;
+  std::string best_name;   // the fastest forced choice
+  double best_seconds = 0;
+  double predicted = 0;    // the model's time for the automatic choice; 0: none
+  std::string source;      // of predicted
+  std::vector<std::string> choices;  // forced ones, in order
+  std::vector<double> seconds;
+  double same_seconds = 0; // the automatic choice's own algorithm, forced (0: not among them)
+  double ratio() const { return auto_seconds / best_seconds; }
+};
+
+std::string us(double seconds) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.2f", seconds * 1e6);
+  return text;
+}
+
+void print_header() {
+  std::printf("%-22s %9s %-6s %-22s %10s %-22s %10s %9s %10s %-12s %9s\n", "shape", "bytes", "comm", "automatic",
+              "auto us", "best forced", "best us", "auto/best", "predicted", "source", "pred/meas");
+}
+
+void print_row(const Row& r) {
+  const std::string predicted = r.predicted > 0 ? us(r.predicted) : "-";
+  char error[32] = "-";
+  if (r.predicted > 0) std::snprintf(error, sizeof error, "%.2f", r.predicted / r.auto_seconds);
+  std::printf("%-22s %9lld %-6s %-22s %10s %-22s %10s %9.2f %10s %-12s %9s\n", r.what.c_str(),
+              static_cast<long long>(r.bytes), r.comm.c_str(), r.auto_name.c_str(), us(r.auto_seconds).c_str(),
+              r.best_name.c_str(), us(r.best_seconds).c_str(), r.ratio(), predicted.c_str(),
+              r.predicted > 0 ? r.source.c_str() : "-", error);
+  std::string all = "    forced:";
+  for (size_t k = 0; k < r.choices.size(); ++k)
+    all += " " + r.choices[k] + " " + us(r.seconds[k]) + (r.choices[k] == r.best_name ? "*" : "");
+  std::printf("%s\n", all.c_str());
+  std::fflush(stdout);
+}
+
+void write_json(std::FILE* f, const Row& r) {
+  std::fprintf(f,
+               "{\"bench\":\"model_check\",\"kind\":\"%s\",\"case\":\"%s\",\"comm\":\"%s\",\"ranks\":%d,"
+               "\"bytes\":%lld,\"auto\":\"%s\",\"auto_us\":%.4f,\"best\":\"%s\",\"best_us\":%.4f,\"ratio\":%.4f",
+               r.kind.c_str(), r.what.c_str(), r.comm.c_str(), r.ranks, static_cast<long long>(r.bytes),
+               r.auto_name.c_str(), r.auto_seconds * 1e6, r.best_name.c_str(), r.best_seconds * 1e6, r.ratio());
+  if (r.predicted > 0)
+    std::fprintf(f, ",\"predicted_us\":%.4f,\"source\":\"%s\",\"prediction_error\":%.4f", r.predicted * 1e6,
+                 r.source.c_str(), r.predicted / r.auto_seconds);
+  if (r.same_seconds > 0) std::fprintf(f, ",\"auto_forced_us\":%.4f", r.same_seconds * 1e6);
+  std::fprintf(f, ",\"forced_us\":{");
+  for (size_t k = 0; k < r.choices.size(); ++k)
+    std::fprintf(f, "%s\"%s\":%.4f", k ? "," : "", r.choices[k].c_str(), r.seconds[k] * 1e6);
+  std::fprintf(f, "}}\n");
+}
+
+// Fills auto/best from per-choice medians: choices[0] is "auto".
+void finish_row(Row& r, const std::vector<std::string>& choices, const std::vector<double>& medians) {
+  r.auto_seconds = medians[0];
+  r.best_seconds = 0;
+  for (size_t k = 1; k < choices.size(); ++k) {
+    r.choices.push_back(choices[k]);
+    r.seconds.push_back(medians[k]);
+    if (choices[k] == r.auto_choice) r.same_seconds = medians[k];
+    if (r.best_seconds == 0 || medians[k] < r.best_seconds) {
+      r.best_seconds = medians[k];
+      r.best_name = choices[k];
+    }
+  }
+}
+
+// ---- Collectives -------------------------------------------------------------------
+
+// Which algorithm the last calls of collective c ran, by Veneer's counts ("" if none counted).
+std::string counted_algorithm(Collective c) {
+  std::string name;
+  for (const alg::AlgorithmCount& n : alg::collectives_counts())
+    if (n.collective == c && n.calls > 0) name = std::string(n.algorithm);
+  return name;
+}
+
+
+bool g_failed = false;
+std::string g_failures;
+
+void fail(const std::string& what) {
+  g_failed = true;
+  if (g_rank == 0) {
+    std::printf("model-check: WRONG RESULT: %s\n", what.c_str());
+    std::fflush(stdout);
+  }
+  if (!g_failures.empty()) g_failures += "; ";
+  g_failures += what;
+}
+
+void note(const std::string& what) {
+  if (g_rank == 0) std::printf("    note: %s\n", what.c_str());
+}
+
+// One collective shape on comm (collective over MPI_COMM_WORLD: every rank
+// calls it, on its own `comm`). nullopt when Veneer would not take such a call.
+std::optional<Row> check_collective(Collective c, int64_t target, MPI_Comm comm, const char* comm_name,
+                                    const Options& o) {
+  const veneer::topology::Hierarchy* h = veneer::topology::hierarchy(comm);
+  if (!all_ranks(h != nullptr)) return std::nullopt;
+  bench::Workload w(c, target, h->size, h->rank);
+  const std::optional<alg::Shape> shape = alg::shape_of(w.call, *h);
+  if (!all_ranks(shape.has_value())) return std::nullopt;
+  std::vector<std::string> choices{"auto", "library"};
+  for (const alg::Algorithm* a : alg::algorithms_for(c))
+    if (alg::eligible(*a, *shape)) choices.emplace_back(a->name);
+  const std::string label =
+      std::string(alg::collective_name(c)) + " " + std::to_string(w.bytes) + " B on " + comm_name;
+
+  // The library's result, then every choice once through Veneer against it,
+  // counting which algorithm actually ran.
+  const std::vector<double> original = w.recv;
+  std::vector<double> expected = original;
+  w.call.rbuf = expected.data();
+  call_collective(w.call, comm, false);
+  const size_t compared =
+      c == Collective::reduce_scatter_block ? static_cast<size_t>(w.call.count) * 8 : original.size() * 8;
+  const bool mine_counts = !(c == Collective::reduce && h->rank != w.call.root);
+  std::vector<std::string> valid;
+  std::string auto_ran;
+  counting(true);
+  for (const std::string& choice : choices) {
+    apply_collective(c, choice);
+    alg::reset_collectives_counts();
+    std::vector<double> got = original;
+    w.call.rbuf = got.data();
+    const int rc = call_collective(w.call, comm, true);
+    const bool ok = rc == MPI_SUCCESS && (!mine_counts || std::memcmp(got.data(), expected.data(), compared) == 0);
+    const std::string ran = counted_algorithm(c);
+    if (!all_ranks(ok)) {
+      fail(label + ": " + choice + " differs from the library's result");
+      continue;
+    }
+    if (choice == "auto") auto_ran = ran;
+    else if (ran != choice) {
+      note(label + ": forcing " + choice + " ran " + (ran.empty() ? "nothing counted" : ran) + "; left out");
+      continue;
+    }
+    valid.push_back(choice);
+  }
+  counting(false);
+  w.call.rbuf = w.recv.data();
+  if (valid.size() < 2 || valid[0] != "auto") {
+    apply_collective(c, "auto");
+    return std::nullopt;
+  }
+
+  // What the model predicts for the automatic choice (no override in force).
+  apply_collective(c, "auto");
+  const alg::Choice predicted = alg::choose(*shape, alg::Tuning::from_env(), alg::cost_model());
+  const std::string modelled(predicted.algorithm ? predicted.algorithm->name : std::string_view("library"));
+  Row r;
+  r.kind = "collective";
+  r.what = std::string(alg::collective_name(c));
+  r.comm = comm_name;
+  r.ranks = h->size;
+  r.bytes = w.bytes;
+  r.auto_choice = auto_ran.empty() ? modelled : auto_ran;
+  r.auto_name = r.auto_choice;
+  if (!auto_ran.empty() && auto_ran != modelled) r.auto_name += " (model: " + modelled + ")";
+  if (std::isfinite(predicted.predicted_seconds) && predicted.predicted_seconds > 0) {
+    r.predicted = predicted.predicted_seconds;
+    r.source = std::string(alg::source_name(predicted.source));
+  }
+
+  // Calls per batch from the library's time, then interleaved batches.
+  call_collective(w.call, comm, false);
+  PMPI_Barrier(MPI_COMM_WORLD);
+  double t0 = bench::now();
+  for (int i = 0; i < 3; ++i) call_collective(w.call, comm, false);
+  const int iterations = iterations_for(max_over_ranks((bench::now() - t0) / 3), o.batch_seconds, 20000);
+  std::vector<std::vector<double>> samples(valid.size());
+  for (int rep = 0; rep < o.repetitions; ++rep) {
+    for (size_t k = 0; k < valid.size(); ++k) {
+      const size_t m = (k + static_cast<size_t>(rep)) % valid.size();
+      apply_collective(c, valid[m]);
+      call_collective(w.call, comm, true);  // decides (and warms)
+      PMPI_Barrier(MPI_COMM_WORLD);
+      t0 = bench::now();
+      for (int i = 0; i < iterations; ++i) call_collective(w.call, comm, true);
+      samples[m].push_back((bench::now() - t0) / iterations);
+    }
+  }
+  apply_collective(c, "auto");
+  finish_row(r, valid, medians_over_ranks(std::move(samples)));
+  return r;
+}
+
+// ---- Typed point-to-point ----------------------------------------------------------
+
+struct P2PCase {
+  std::string name;
+  std::function<bench::PackCase()> make;
+};
+
+// DDTBench layouts (bench/layouts.h) at halo-message sizes. Struct layouts are
+// built relative to their first array (MPICH rejects MPI_BOTTOM in some calls).
+std::vector<P2PCase> p2p_cases(bool quick) {
+  const int64_t mg = quick ? 18 : 66;        // x face: (n-2)^2 single doubles (2 KiB / 32 KiB)
+  const int64_t face = quick ? 128 : 1024;   // 2-D x face: n single doubles
+  const int64_t lattice = quick ? 8 : 16;    // MILC: runs of L^2/2 sites of 24 bytes
+  const int64_t atoms = quick ? 1000 : 8000; // LAMMPS: a quarter of them, 8 doubles each
+  return {
+      {"nas-mg-x", [mg] { return bench::nas_mg('x', mg, mg, mg); }},
+      {bench::grid_face_name(2, face, 1), [face] { return bench::grid_face(2, face, 1); }},
+      {"milc-su3-zdown", [lattice] { return bench::milc_su3_zdown(lattice); }},
+      {"lammps-full", [atoms] { return bench::lammps_full(atoms, false); }},
+  };
+}
+
+// Round trips between ranks 0 and 1 of one layout (typed on both sides):
+// automatic send rule, forced take-over, forced pass-through. Every rank calls it.
+std::optional<Row> check_p2p(const P2PCase& pc, const Options& o) {
+  bench::PackCase layout = pc.make();
+  const MPI_Datatype type = layout.type.get();
+  const int count = layout.count;
+  void* buf = const_cast<void*>(layout.origin);
+  int type_size = 0;
+  PMPI_Type_size(type, &type_size);
+  const int64_t bytes = static_cast<int64_t>(type_size) * count;
+  const int tag = 41;
+  const std::string label = "p2p " + pc.name + " " + std::to_string(bytes) + " B";
+  auto round_trip = [&](bool veneer) {
+    auto send = veneer ? MPI_Send : PMPI_Send;
+    auto recv = veneer ? MPI_Recv : PMPI_Recv;
+    if (g_rank == 0) {
+      send(buf, count, type, 1, tag, MPI_COMM_WORLD);
+      recv(buf, count, type, 1, tag, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    } else if (g_rank == 1) {
+      recv(buf, count, type, 0, tag, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+      send(buf, count, type, 0, tag, MPI_COMM_WORLD);
+    }
+  };
+
+  // Both directions, received into zeroed arrays, against the hand-written
+  // pack of the same values (every rank fills its arrays alike).
+  const std::vector<std::string> choices{"auto", "veneer", "library"};
+  std::vector<std::string> valid;
+  std::string auto_ran;
+  counting(true);
+  for (const std::string& choice : choices) {
+    apply_p2p(choice);
+    const uint64_t taken_before = veneer::counters().get(veneer::Counter::send_taken);
+    bool ok = true;
+    for (int receiver : {1, 0}) {
+      const int sender = 1 - receiver;
+      if (g_rank == receiver) {
+        std::vector<std::byte> expected(static_cast<size_t>(bytes)), got(static_cast<size_t>(bytes));
+        layout.hand_pack(expected.data());
+        for (bench::Buffer& a : layout.arrays) a.fill_bytes(0);
+        ok = ok && MPI_Recv(buf, count, type, sender, tag, MPI_COMM_WORLD, MPI_STATUS_IGNORE) == MPI_SUCCESS;
+        layout.hand_pack(got.data());
+        ok = ok && std::memcmp(expected.data(), got.data(), expected.size()) == 0;
+      } else if (g_rank == sender) {
+        ok = ok && MPI_Send(buf, count, type, receiver, tag, MPI_COMM_WORLD) == MPI_SUCCESS;
+      }
+    }
+    int taken = veneer::counters().get(veneer::Counter::send_taken) > taken_before ? 1 : 0;
+    PMPI_Bcast(&taken, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    const std::string ran = taken ? "veneer" : "library";
+    if (!all_ranks(ok)) {
+      fail(label + ": " + choice + " received other data than was sent");
+      continue;
+    }
+    if (choice == "auto") auto_ran = ran;
+    else if (ran != choice) {
+      note(label + ": forcing " + choice + " ran " + ran + "; left out");
+      continue;
+    }
+    valid.push_back(choice);
+  }
+  counting(false);
+  if (valid.size() < 2 || valid[0] != "auto") {
+    apply_p2p("auto");
+    return std::nullopt;
+  }
+
+  // Round trips per batch from the library's time (rank 0 decides).
+  PMPI_Barrier(MPI_COMM_WORLD);
+  round_trip(false);
+  double t0 = bench::now();
+  for (int i = 0; i < 3; ++i) round_trip(false);
+  const int iterations = iterations_for((bench::now() - t0) / 3, o.batch_seconds, 20000);
+  std::vector<std::vector<double>> samples(valid.size());
+  for (int rep = 0; rep < o.repetitions; ++rep) {
+    for (size_t k = 0; k < valid.size(); ++k) {
+      const size_t m = (k + static_cast<size_t>(rep)) % valid.size();
+      apply_p2p(valid[m]);
+      round_trip(true);  // warm
+      PMPI_Barrier(MPI_COMM_WORLD);
+      t0 = bench::now();
+      for (int i = 0; i < iterations; ++i) round_trip(true);
+      // One-way time, as rank 0 sees it (the other ranks wait).
+      samples[m].push_back(g_rank == 0 ? (bench::now() - t0) / iterations / 2 : 0.0);
+    }
+  }
+  apply_p2p("auto");
+  Row r;
+  r.kind = "p2p";
+  r.what = pc.name;
+  r.comm = "0<->1";
+  r.ranks = 2;
+  r.bytes = bytes;
+  r.auto_name = r.auto_choice = auto_ran;
+  finish_row(r, valid, medians_over_ranks(std::move(samples)));
+  return r;
+}
+
+// ---- Summary -------------------------------------------------------------------------
+
+std::string shape_name(const Row& r) {
+  return (r.kind == "p2p" ? "p2p " : "") + r.what + " " + std::to_string(r.bytes) + " B (" + r.comm + ")";
+}
+
+double geomean(const std::vector<double>& v) {
+  double s = 0;
+  for (double x : v) s += std::log(x);
+  return v.empty() ? 1 : std::exp(s / static_cast<double>(v.size()));
+}
+
+void summarize(const std::vector<Row>& rows, double elapsed) {
+  size_t within = 0, collectives = 0;
+  double penalty = 0, slowdown = 0;
+  const Row* worst = nullptr;
+  std::vector<double> ratios;
+  for (const Row& r : rows) {
+    const double q = r.ratio();
+    ratios.push_back(q);
+    if (q <= 1.10) ++within;
+    penalty += q - 1;
+    slowdown += std::max(0.0, q - 1);
+    if (!worst || q > worst->ratio()) worst = &r;
+    if (r.kind == "collective") ++collectives;
+  }
+  const double n = static_cast<double>(rows.size());
+  const double share = 100.0 * static_cast<double>(within) / n;
+  std::printf("\nsummary over %zu shapes (%zu collective, %zu typed point-to-point):\n", rows.size(), collectives,
+              rows.size() - collectives);
+  std::printf("  automatic within 1.10x of the fastest forced choice: %zu of %zu (%.1f%%)\n", within, rows.size(),
+              share);
+  std::printf("  mean penalty (mean of auto/best - 1): %+.1f%% (slowdowns only: %+.1f%%)\n", 100 * penalty / n,
+              100 * slowdown / n);
+  std::printf("  worst auto/best: %.2fx, %s: automatic %s %s us, best %s %s us\n", worst->ratio(),
+              shape_name(*worst).c_str(), worst->auto_name.c_str(), us(worst->auto_seconds).c_str(),
+              worst->best_name.c_str(), us(worst->best_seconds).c_str());
+  std::printf("  geometric mean of auto/best: %.3fx\n", geomean(ratios));
+  // Prediction error of the automatic choice: geometric mean of |log(predicted/measured)|, per source.
+  const char* sources[] = {"measured", "interpolated", "extrapolated", "fitted", "default"};
+  double all_log = 0;
+  size_t all_n = 0;
+  std::string by_source;
+  for (const char* s : sources) {
+    double sum = 0;
+    size_t k = 0;
+    for (const Row& r : rows)
+      if (r.predicted > 0 && r.source == s) {
+        sum += std::fabs(std::log(r.predicted / r.auto_seconds));
+        ++k;
+      }
+    if (!k) continue;
+    all_log += sum;
+    all_n += k;
+    char part[96];
+    std::snprintf(part, sizeof part, "%s%s %zu (%.2fx)", by_source.empty() ? "" : ", ", s, k,
+                  std::exp(sum / static_cast<double>(k)));
+    by_source += part;
+  }
+  if (all_n)
+    std::printf("  prediction error of the automatic choice (geometric mean of max(pred/meas, meas/pred)): %.2fx over "
+                "%zu shapes; by source: %s\n",
+                std::exp(all_log / static_cast<double>(all_n)), all_n, by_source.c_str());
+  else
+    std::printf("  prediction error: no predictions\n");
+  // Noise against the model: the automatic choice's algorithm was also timed
+  // forced, in batches of its own. How far those two measurements of one
+  // thing differ is the noise; a shape off by more than 1.10x whose forced
+  // twin is within 1.10x of the best is a noisy miss, not a wrong pick.
+  std::vector<double> twins;
+  std::string picks;
+  size_t misses = 0, wrong = 0;
+  for (const Row& r : rows) {
+    if (r.same_seconds > 0) twins.push_back(std::fabs(std::log(r.auto_seconds / r.same_seconds)));
+    if (r.ratio() <= 1.10) continue;
+    ++misses;
+    if (r.same_seconds > 0 && r.same_seconds / r.best_seconds <= 1.10) continue;
+    ++wrong;
+    char part[160];
+    std::snprintf(part, sizeof part, "%s%s %s/%s %.2fx", picks.empty() ? "" : ", ", shape_name(r).c_str(),
+                  r.auto_choice.c_str(), r.best_name.c_str(),
+                  r.same_seconds > 0 ? r.same_seconds / r.best_seconds : r.ratio());
+    picks += part;
+  }
+  if (!twins.empty()) {
+    double sum = 0, most = 0;
+    for (double t : twins) {
+      sum += t;
+      most = std::max(most, t);
+    }
+    std::printf("  noise: the automatic choice timed again as a forced choice differs by %.2fx (geometric mean), "
+                "%.2fx at most, over %zu shapes\n",
+                std::exp(sum / static_cast<double>(twins.size())), std::exp(most), twins.size());
+  }
+  std::printf("  beyond 1.10x: %zu shapes; %zu of them also with the automatic choice forced (slower picks)%s%s\n",
+              misses, wrong, picks.empty() ? "" : ": ", picks.c_str());
+  std::printf("  elapsed: %.1f s\n", elapsed);
+  std::printf("model-check: within-1.10x %.1f%%, worst %.2fx, geomean %.2fx\n", share, worst->ratio(), geomean(ratios));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  const bool parsed = parse(argc, argv, o);  // before MPI_Init: --profile must be in place there
+  // "auto" means Veneer's own rules: no override of collectives or sends.
+  std::vector<std::string> cleared;
+  for (int i = 0; i < alg::collective_count; ++i) {
+    const std::string variable(alg::override_variable(static_cast<Collective>(i)));
+    if (std::getenv(variable.c_str())) cleared.push_back(variable);
+  }
+  for (const char* variable : {"VENEER_P2P_MAX_BLOCK", "VENEER_P2P"})
+    if (std::getenv(variable)) cleared.emplace_back(variable);
+  for (const std::string& variable : cleared) unsetenv(variable.c_str());
+  if (const char* report = std::getenv("VENEER_REPORT")) g_user_report = report;
+
+  MPI_Init(&argc, &argv);
+  PMPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
+  PMPI_Comm_size(MPI_COMM_WORLD, &g_size);
+  if (!parsed || g_size < 2) {
+    if (g_rank == 0) {
+      if (g_size < 2) std::fprintf(stderr, "veneer-model-check: needs at least 2 ranks\n");
+      std::fputs(kUsage, stderr);
+    }
+    MPI_Finalize();
+    return 2;
+  }
+  alg::collectives_init();
+  const double started = bench::now();
+  if (g_rank == 0) {
+    std::printf("# veneer-model-check: %d ranks; %s\n", g_size, alg::profile_info().describe().c_str());
+    for (const std::string& variable : cleared)
+      std::printf("# %s unset: the automatic choice is Veneer's own\n", variable.c_str());
+    if (!veneer::config().enabled || !veneer::config().collectives)
+      std::printf("# Veneer or its collectives are switched off: every choice is the library\n");
+    std::printf("# per call: median of %d interleaved batches of ~%.1f ms, slowest rank; forced times: * fastest\n",
+                o.repetitions, o.batch_seconds * 1e3);
+    print_header();
+  }
+  std::FILE* json = nullptr;
+  if (g_rank == 0 && !o.json_path.empty()) {
+    json = std::fopen(o.json_path.c_str(), "w");
+    if (!json) std::fprintf(stderr, "veneer-model-check: cannot write %s\n", o.json_path.c_str());
+  }
+
+  std::vector<Row> rows;
+  auto keep = [&](const std::optional<Row>& r) {
+    if (!r || g_rank != 0) return;
+    rows.push_back(*r);
+    print_row(*r);
+    if (json) write_json(json, *r);
+  };
+  struct Comm {
+    MPI_Comm comm;
+    const char* name;
+  };
+  std::vector<Comm> comms{{MPI_COMM_WORLD, "world"}};
+  MPI_Comm half = MPI_COMM_NULL;
+  if (o.split && g_size >= 4) {
+    MPI_Comm_split(MPI_COMM_WORLD, g_rank < g_size / 2 ? 0 : 1, g_rank, &half);
+    comms.push_back({half, "half"});
+  } else if (o.split && g_rank == 0) {
+    std::printf("# --split needs at least 4 ranks; left out\n");
+  }
+  for (const Comm& comm : comms)
+    for (Collective c : o.collectives)
+      for (int64_t bytes : ladder(o.min_bytes, o.max_bytes, o.step))
+        keep(check_collective(c, bytes, comm.comm, comm.name, o));
+  if (g_rank == 0) std::printf("# collectives: %.1f s\n", bench::now() - started);
+  if (o.p2p)
+    for (const P2PCase& pc : p2p_cases(o.quick)) keep(check_p2p(pc, o));
+  if (half != MPI_COMM_NULL) MPI_Comm_free(&half);
+  if (json) std::fclose(json);
+
+  int status = 0;
+  if (g_rank == 0) {
+    if (g_failed) {
+      std::printf("model-check: FAILED: %s\n", g_failures.c_str());
+      status = 1;
+    } else if (rows.empty()) {
+      std::printf("model-check: FAILED: no shape measured\n");
+      status = 1;
+    } else {
+      summarize(rows, bench::now() - started);
+    }
+    std::fflush(stdout);
+  }
+  PMPI_Bcast(&status, 1, MPI_INT, 0, MPI_COMM_WORLD);
+  MPI_Finalize();
+  return status;
+}

@@ -1,0 +1,134 @@
+// The MPI-4 large-count (_c) entry points Veneer takes over, built where
+// mpi.h declares them (VENEER_HAVE_LARGE_COUNT: MPICH 4.0, not Open MPI 4.1).
+//
+// Each keeps its int form's rules. A call whose counts, sizes and positions
+// fit an int goes through the int form's entry point (interposer/pack.cpp,
+// interposer/p2p.cpp), so it is taken over or passed through exactly as that
+// call would be. Beyond an int, MPI_Pack_c and MPI_Unpack_c keep the same
+// rules with 64-bit arithmetic and Veneer's packer; the sends and receives go
+// to the library (the int forms take over no message of more than INT_MAX
+// bytes either). The other _c functions (MPI_Pack_size_c, the collectives)
+// are not defined here: they reach the library untouched.
+#include <mpi.h>
+
+#ifdef VENEER_HAVE_LARGE_COUNT
+
+#include <climits>
+#include <cstdint>
+
+#include "datatypes/pack.h"
+#include "interposer/forward.h"
+#include "interposer/switchboard.h"
+#include "support/counters.h"
+
+using namespace veneer;
+
+namespace {
+
+bool fits_int(MPI_Count n) { return n >= INT_MIN && n <= INT_MAX; }
+
+// MPI_Pack/MPI_Unpack's take-over rule (interposer/pack.cpp) in 64 bits: the
+// layout to pack `count` instances of `type` with, or null to pass through.
+const datatypes::Layout* pack_layout(const void* user_buf, MPI_Count count, MPI_Datatype type, MPI_Count size,
+                                     const MPI_Count* position, MPI_Comm comm) {
+  const Config& c = config();
+  if (!c.enabled || !c.datatypes || !c.pack || count < 0 || size < 0 || !position || *position < 0 ||
+      comm == MPI_COMM_NULL)
+    return nullptr;
+  const datatypes::Layout* layout = datatypes::peek(type);
+  if (!layout || layout->size < 0) return nullptr;
+  int64_t bytes = 0, end = 0;
+  if (__builtin_mul_overflow(layout->size, count, &bytes) || __builtin_add_overflow(*position, bytes, &end) ||
+      end > size)
+    return nullptr;  // the library reports the error
+  // One contiguous run: the library's memcpy (zero bytes and MPI_BOTTOM stay, as in pack.cpp).
+  if (bytes > 0 && user_buf != MPI_BOTTOM && (layout->contiguous || (count == 1 && layout->block_count == 1)))
+    return nullptr;
+  return layout;
+}
+
+}  // namespace
+
+extern "C" int MPI_Pack_c(const void* inbuf, MPI_Count incount, MPI_Datatype type, void* outbuf, MPI_Count outsize,
+                          MPI_Count* position, MPI_Comm comm) {
+  if (position && fits_int(incount) && fits_int(outsize) && fits_int(*position)) {
+    int at = static_cast<int>(*position);
+    const int rc = MPI_Pack(inbuf, static_cast<int>(incount), type, outbuf, static_cast<int>(outsize), &at, comm);
+    *position = at;
+    return rc;
+  }
+  const datatypes::Layout* layout = outbuf ? pack_layout(inbuf, incount, type, outsize, position, comm) : nullptr;
+  if (layout && !cpu_accessible(outbuf, offset_ptr(inbuf, layout->true_lb))) layout = nullptr;
+  if (!layout) {
+    counters().add(Counter::pack_passed);
+    return next::Pack_c(inbuf, incount, type, outbuf, outsize, position, comm);
+  }
+  ScopedTimer timer;
+  const int64_t n = datatypes::pack_all(*layout, incount, inbuf, offset_ptr(outbuf, *position));
+  *position += n;
+  counters().add(Counter::pack_taken);
+  counters().add(Counter::bytes_packed, static_cast<uint64_t>(n));
+  return MPI_SUCCESS;
+}
+
+extern "C" int MPI_Unpack_c(const void* inbuf, MPI_Count insize, MPI_Count* position, void* outbuf, MPI_Count outcount,
+                            MPI_Datatype type, MPI_Comm comm) {
+  if (position && fits_int(insize) && fits_int(outcount) && fits_int(*position)) {
+    int at = static_cast<int>(*position);
+    const int rc = MPI_Unpack(inbuf, static_cast<int>(insize), &at, outbuf, static_cast<int>(outcount), type, comm);
+    *position = at;
+    return rc;
+  }
+  const datatypes::Layout* layout = inbuf ? pack_layout(outbuf, outcount, type, insize, position, comm) : nullptr;
+  if (layout && !cpu_accessible(inbuf, offset_ptr(outbuf, layout->true_lb))) layout = nullptr;
+  if (!layout) {
+    counters().add(Counter::unpack_passed);
+    return next::Unpack_c(inbuf, insize, position, outbuf, outcount, type, comm);
+  }
+  ScopedTimer timer;
+  const int64_t n = datatypes::unpack_all(*layout, outcount, outbuf, offset_ptr(inbuf, *position));
+  *position += n;
+  counters().add(Counter::unpack_taken);
+  counters().add(Counter::bytes_unpacked, static_cast<uint64_t>(n));
+  return MPI_SUCCESS;
+}
+
+extern "C" int MPI_Send_c(const void* buf, MPI_Count count, MPI_Datatype type, int dest, int tag, MPI_Comm comm) {
+  if (fits_int(count)) return MPI_Send(buf, static_cast<int>(count), type, dest, tag, comm);
+  counters().add(Counter::send_passed);
+  return next::Send_c(buf, count, type, dest, tag, comm);
+}
+
+extern "C" int MPI_Isend_c(const void* buf, MPI_Count count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
+                           MPI_Request* request) {
+  if (fits_int(count)) return MPI_Isend(buf, static_cast<int>(count), type, dest, tag, comm, request);
+  counters().add(Counter::send_passed);
+  return next::Isend_c(buf, count, type, dest, tag, comm, request);
+}
+
+extern "C" int MPI_Recv_c(void* buf, MPI_Count count, MPI_Datatype type, int source, int tag, MPI_Comm comm,
+                          MPI_Status* status) {
+  if (fits_int(count)) return MPI_Recv(buf, static_cast<int>(count), type, source, tag, comm, status);
+  counters().add(Counter::recv_passed);
+  return next::Recv_c(buf, count, type, source, tag, comm, status);
+}
+
+extern "C" int MPI_Irecv_c(void* buf, MPI_Count count, MPI_Datatype type, int source, int tag, MPI_Comm comm,
+                           MPI_Request* request) {
+  if (fits_int(count)) return MPI_Irecv(buf, static_cast<int>(count), type, source, tag, comm, request);
+  counters().add(Counter::recv_passed);
+  return next::Irecv_c(buf, count, type, source, tag, comm, request);
+}
+
+extern "C" int MPI_Sendrecv_c(const void* sendbuf, MPI_Count sendcount, MPI_Datatype sendtype, int dest, int sendtag,
+                              void* recvbuf, MPI_Count recvcount, MPI_Datatype recvtype, int source, int recvtag,
+                              MPI_Comm comm, MPI_Status* status) {
+  if (fits_int(sendcount) && fits_int(recvcount))
+    return MPI_Sendrecv(sendbuf, static_cast<int>(sendcount), sendtype, dest, sendtag, recvbuf,
+                        static_cast<int>(recvcount), recvtype, source, recvtag, comm, status);
+  counters().add(Counter::send_passed);
+  return next::Sendrecv_c(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag,
+                          comm, status);
+}
+
+#endif  // VENEER_HAVE_LARGE_COUNT
