@@ -19,6 +19,7 @@
 #include <cstdint>
 
 #include "algorithms/algorithm.h"
+#include "support/handle.h"
 
 namespace veneer::algorithms {
 
@@ -55,9 +56,9 @@ struct Table {
 extern thread_local constinit Table* t_table [[gnu::tls_model("initial-exec")]];
 extern std::atomic<uint64_t> g_epoch;  // bumped whenever every remembered decision becomes stale
 [[gnu::always_inline]] inline size_t slot_of(const DecisionKey& k) {
-  uint64_t h = reinterpret_cast<uintptr_t>(k.comm) * 0x9E3779B97F4A7C15ull;
+  uint64_t h = handle_key(k.comm) * 0x9E3779B97F4A7C15ull;
   h ^= static_cast<uint64_t>(static_cast<uint32_t>(k.count)) * 0xC2B2AE3D27D4EB4Full;
-  h ^= reinterpret_cast<uintptr_t>(k.type) * 0x165667B19E3779F9ull;
+  h ^= handle_key(k.type) * 0x165667B19E3779F9ull;
   h ^= static_cast<uint64_t>(k.collective) << 7 ^ static_cast<uint64_t>(static_cast<uint32_t>(k.root)) << 11;
   return (h >> 29 ^ h) % kSlots;
 }

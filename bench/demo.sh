@@ -6,9 +6,12 @@
 # installs the Debian packages it needs (apt-get; root or sudo), configures
 # and builds Veneer against Open MPI (Release, in build/demo), runs the
 # halo3d mini-app once with the library alone and once with Veneer preloaded,
-# the packing benchmark (MPI_Pack through Veneer vs the library's) and the
-# allreduce benchmark (the algorithm Veneer picks vs the library's), and
-# prints the speedups as a short table. A few minutes on two cores.
+# the packing benchmark (MPI_Pack through Veneer vs the library's), then
+# calibrates Veneer's model for allreduce (a short veneer-calibrate run into
+# the build folder, not the user's cache) and times MPI_Allreduce through
+# Veneer's real entry points with veneer-model-check: the algorithm Veneer
+# picks by itself against the library and every algorithm forced. It prints
+# the speedups as a short table. A few minutes on two cores.
 #
 # Environment: VENEER_DEMO_BUILD (build folder, default build/demo),
 # VENEER_DEMO_CMAKE_ARGS (extra cmake options), VENEER_DEMO_RANKS (halo3d
@@ -45,8 +48,7 @@ cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DVENEER_TESTS=
   -DVENEER_CUDA=OFF -DMPI_C_COMPILER=mpicc.openmpi -DMPI_CXX_COMPILER=mpicxx.openmpi \
   ${VENEER_DEMO_CMAKE_ARGS:-} >"$build/demo-configure.log" 2>&1 ||
   { tail -30 "$build/demo-configure.log"; echo "demo: configure failed (log: $build/demo-configure.log)"; exit 1; }
-targets=(veneer veneer-halo3d veneer-bench-pack)
-[[ $(cmake --build "$build" --target help 2>/dev/null) == *veneer-bench-coll* ]] && targets+=(veneer-bench-coll)
+targets=(veneer veneer-halo3d veneer-bench-pack veneer-calibrate veneer-model-check)
 cmake --build "$build" -j"$jobs" --target "${targets[@]}" >"$build/demo-build.log" 2>&1 ||
   { tail -30 "$build/demo-build.log"; echo "demo: build failed (log: $build/demo-build.log)"; exit 1; }
 echo "built ${targets[*]}"
@@ -57,14 +59,67 @@ step "benchmarks, library alone and with Veneer"
 ranks=${VENEER_DEMO_RANKS:-"2 4"}
 results=$build/results/demo
 suite_rc=0
-"$root/bench/suite/run_suite.sh" --build "$build" --quick --only pack,coll,halo3d --ranks "$ranks" --repeat 2 \
+"$root/bench/suite/run_suite.sh" --build "$build" --quick --only pack,halo3d --ranks "$ranks" --repeat 2 \
   --halo-args "--n 24 --r 2 --q 3 --iterations 30 --warmup 3 --method all" \
-  --coll-args "--quick --collective allreduce" --out "$results" || suite_rc=$?
+  --out "$results" || suite_rc=$?
+
+# Allreduce as an application calls it: MPI_Allreduce through libveneer,
+# after a short calibration (the profile stays in the build folder).
+coll_ranks=2
+for n in $ranks; do [ "$n" -gt "$coll_ranks" ] && coll_ranks=$n; done
+read -r -a mpiexec <<<"${MPIEXEC:-$(command -v mpiexec.openmpi || echo mpirun)}"
+mpiexec+=(-n "$coll_ranks" --oversubscribe --bind-to none)
+export OMPI_ALLOW_RUN_AS_ROOT=${OMPI_ALLOW_RUN_AS_ROOT:-1} OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=${OMPI_ALLOW_RUN_AS_ROOT_CONFIRM:-1}
+export OMPI_MCA_mpi_yield_when_idle=${OMPI_MCA_mpi_yield_when_idle:-1}
+profile=$build/demo-profile.json
+check=$results-model-check
+mkdir -p "$(dirname "$check")"
+step "calibrate allreduce ($coll_ranks ranks) and time what Veneer picks through MPI_Allreduce"
+coll_rc=0
+timeout -k 10 300 "${mpiexec[@]}" "$build/bench/veneer-calibrate" --collective allreduce --max 256k --step 8 \
+  --repetitions 5 --seconds 0.002 --out "$profile" >"$check-calibrate.log" 2>&1 || coll_rc=$?
+if [ $coll_rc = 0 ]; then
+  tail -1 "$check-calibrate.log"
+  VENEER_PROFILE=$profile timeout -k 10 300 "${mpiexec[@]}" "$build/bench/veneer-model-check" --collective allreduce \
+    --max 256k --no-p2p --repetitions 7 --seconds 0.002 --json "$check.jsonl" >"$check.log" 2>&1 || coll_rc=$?
+  tail -1 "$check.log"
+fi
+[ $coll_rc = 0 ] || { tail -20 "$check-calibrate.log" "$check.log" 2>/dev/null; echo "demo: allreduce check failed"; }
 
 step "speedups"
 /usr/bin/python3 "$root/bench/suite/results.py" table --results "$results.jsonl" || true
+if [ -s "$check.jsonl" ]; then
+  # One line per size: the library (Veneer passing the call through) against
+  # Veneer's automatic choice, both timed through MPI_Allreduce in one run.
+  /usr/bin/python3 - "$check.jsonl" <<'PY' || true
+import json, sys
+rows = [json.loads(line) for line in open(sys.argv[1], encoding="utf-8") if line.strip()]
+def size(n):
+    for unit, scale in (("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= scale and n % scale == 0:
+            return f"{n // scale} {unit}"
+    return f"{n} B"
+lines = []
+for r in rows:
+    lib = r["forced_us"].get("library")
+    if not lib:
+        continue
+    note = f"  [Veneer picks {r['auto']}"
+    if r["best"] != r["auto"].split(" ")[0]:
+        note += f"; fastest forced: {r['best']} {lib / r['best_us']:.2f}x"
+    lines.append((f"{r['case']} {size(r['bytes'])}, {r['ranks']} ranks", f"{lib:.2f} us",
+                  f"{r['auto_us']:.2f} us", f"{lib / r['auto_us']:.2f}x{note}]"))
+width = max((len(w) for w, *_ in lines), default=0)
+print("MPI_Allreduce through Veneer (library: Veneer passes the call through; Veneer: its automatic choice):")
+for what, library, veneer, speedup in lines:
+    print(f"{what:<{width}}  {library:>12}  {veneer:>12}  {speedup}")
+PY
+  tail -1 "$check.log"
+fi
 echo
-echo "All numbers: $results.csv (one row per comparison), $results.jsonl (machine description and raw records)."
+echo "All numbers: $results.csv (one row per comparison), $results.jsonl (machine description and raw records);"
+echo "allreduce: $check.log, $check.jsonl (veneer-model-check: the automatic choice and every forced one)."
 echo "Charts: apt-get install python3-matplotlib; /usr/bin/python3 bench/plot/plot_results.py $results.jsonl"
 echo "demo: done in $(( $(date +%s) - started )) s"
+[ $suite_rc = 0 ] && suite_rc=$coll_rc
 exit $suite_rc

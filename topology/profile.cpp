@@ -308,7 +308,8 @@ std::string profile_text(const Profile& p) { return json::write(to_json(p), 1) +
 ProfileCheck profile_from_text(std::string_view text, const Fingerprint* expected) {
   json::ParseError perr;
   auto doc = json::parse(text, &perr);
-  if (!doc) return refuse(ProfileStatus::corrupt, "not JSON: " + perr.message + " at byte " + std::to_string(perr.offset));
+  if (!doc)
+    return refuse(ProfileStatus::corrupt, "not JSON: " + perr.message + " at byte " + std::to_string(perr.offset));
   if (!doc->is_object()) return refuse(ProfileStatus::corrupt, "not a JSON object");
   const json::Value* format = doc->find("format");
   if (!format || !format->as_string() || *format->as_string() != profile_format)

@@ -51,7 +51,9 @@ inline constexpr std::string_view profile_format = "veneer-profile";
 inline constexpr int profile_version = 1;
 
 struct Fingerprint {
-  std::string topology;   // digest of hwloc's machine (packages, NUMA nodes, cores, PUs, caches, GPUs, NICs); not the binding
+  // Digest of hwloc's machine (packages, NUMA nodes, cores, PUs, caches, GPUs,
+  // NICs), not of the binding, which depends on the launcher's options.
+  std::string topology;
   std::string cpu;        // model name from /proc/cpuinfo
   std::string mpi;        // first line of MPI_Get_library_version
   std::string transport;  // Open MPI: its pml; MPICH: its device

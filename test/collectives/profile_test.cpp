@@ -35,7 +35,8 @@ using topo::ProfileStatus;
 // A directory only this job uses, named by rank 0.
 std::string job_directory() {
   char name[256] = {};
-  if (world_rank() == 0) std::snprintf(name, sizeof name, "%s/veneer_profile_test_%d", ::testing::TempDir().c_str(), ::getpid());
+  if (world_rank() == 0)
+    std::snprintf(name, sizeof name, "%s/veneer_profile_test_%d", ::testing::TempDir().c_str(), ::getpid());
   PMPI_Bcast(name, sizeof name, MPI_CHAR, 0, MPI_COMM_WORLD);
   return name;
 }
@@ -46,7 +47,8 @@ void write_file(const std::string& path, const std::string& text) {
 }
 
 // This job's shape, as the calibration would have recorded it.
-topo::CollectivePoint point_here(const char* collective, int64_t bytes, std::vector<std::pair<std::string, double>> times) {
+topo::CollectivePoint point_here(const char* collective, int64_t bytes,
+                                 std::vector<std::pair<std::string, double>> times) {
   const topo::Hierarchy* h = topo::hierarchy(MPI_COMM_WORLD);
   topo::CollectivePoint p;
   p.collective = collective;

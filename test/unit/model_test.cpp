@@ -307,7 +307,8 @@ TEST(Model, TheLibraryKeepsCallsWithinTheSpread) {
   auto profile_with = [](double fast, double spread_fast, double spread_library) {
     topo::Profile p;
     p.fingerprint = here();
-    p.collectives.push_back(point("allreduce", 4096, {{"library", 10e-6, spread_library}, {"two_level", fast, spread_fast}}));
+    p.collectives.push_back(
+        point("allreduce", 4096, {{"library", 10e-6, spread_library}, {"two_level", fast, spread_fast}}));
     return alg::cost_model_from_profile(p);
   };
   const alg::Tuning t = defaults();
