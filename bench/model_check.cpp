@@ -188,11 +188,25 @@ bool all_ranks(bool ok) {
   return v != 0;
 }
 
-// Calls per batch so one batch lasts about `seconds`, from `once` seconds per call (max over ranks).
-int iterations_for(double once, double seconds, int most) {
-  int n = static_cast<int>(std::clamp(seconds / std::max(once, 1e-7), 1.0, static_cast<double>(most)));
-  PMPI_Bcast(&n, 1, MPI_INT, 0, MPI_COMM_WORLD);
-  return n;
+// Calls per batch so one batch lasts about `seconds`: `call` (the library's)
+// run 1, 4, 16, ... times, the quickest of three tries on the slowest rank,
+// until that takes a quarter of it. With oversubscribed ranks a single try
+// may be mostly the moment a rank waited for a core, which would make the
+// batches too short. Every rank gets the same count.
+int iterations_for(const std::function<void()>& call, double seconds, int most) {
+  call();  // warm
+  for (int calls = 1;; calls *= 4) {
+    double quickest = 0;
+    for (int attempt = 0; attempt < 3; ++attempt) {
+      PMPI_Barrier(MPI_COMM_WORLD);
+      const double t0 = bench::now();
+      for (int i = 0; i < calls; ++i) call();
+      const double elapsed = max_over_ranks(bench::now() - t0);
+      quickest = attempt == 0 ? elapsed : std::min(quickest, elapsed);
+    }
+    if (quickest >= seconds / 4 || calls >= most)
+      return static_cast<int>(std::clamp(seconds * calls / std::max(quickest, 1e-9), 1.0, static_cast<double>(most)));
+  }
 }
 
 // samples[choice][repetition] of this rank -> the slowest rank's, then the median per choice.
@@ -254,6 +268,7 @@ struct Row {
   std::string source;      // of predicted
   std::vector<std::string> choices;  // forced ones, in order
   std::vector<double> seconds;
+  int calls = 0;           // per timed batch
   double same_seconds = 0; // the automatic choice's own algorithm, forced (0: not among them)
   double ratio() const { return auto_seconds / best_seconds; }
 };
@@ -280,7 +295,7 @@ void print_row(const Row& r) {
   std::string all = "    forced:";
   for (size_t k = 0; k < r.choices.size(); ++k)
     all += " " + r.choices[k] + " " + us(r.seconds[k]) + (r.choices[k] == r.best_name ? "*" : "");
-  std::printf("%s\n", all.c_str());
+  std::printf("%s  (%d calls per batch)\n", all.c_str(), r.calls);
   std::fflush(stdout);
 }
 
@@ -294,6 +309,7 @@ void write_json(std::FILE* f, const Row& r) {
     std::fprintf(f, ",\"predicted_us\":%.4f,\"source\":\"%s\",\"prediction_error\":%.4f", r.predicted * 1e6,
                  r.source.c_str(), r.predicted / r.auto_seconds);
   if (r.same_seconds > 0) std::fprintf(f, ",\"auto_forced_us\":%.4f", r.same_seconds * 1e6);
+  std::fprintf(f, ",\"calls_per_batch\":%d", r.calls);
   std::fprintf(f, ",\"forced_us\":{");
   for (size_t k = 0; k < r.choices.size(); ++k)
     std::fprintf(f, "%s\"%s\":%.4f", k ? "," : "", r.choices[k].c_str(), r.seconds[k] * 1e6);
@@ -415,11 +431,8 @@ std::optional<Row> check_collective(Collective c, int64_t target, MPI_Comm comm,
   }
 
   // Calls per batch from the library's time, then interleaved batches.
-  call_collective(w.call, comm, false);
-  PMPI_Barrier(MPI_COMM_WORLD);
-  double t0 = bench::now();
-  for (int i = 0; i < 3; ++i) call_collective(w.call, comm, false);
-  const int iterations = iterations_for(max_over_ranks((bench::now() - t0) / 3), o.batch_seconds, 20000);
+  const int iterations = iterations_for([&] { call_collective(w.call, comm, false); }, o.batch_seconds, 20000);
+  double t0 = 0;
   std::vector<std::vector<double>> samples(valid.size());
   for (int rep = 0; rep < o.repetitions; ++rep) {
     for (size_t k = 0; k < valid.size(); ++k) {
@@ -433,6 +446,7 @@ std::optional<Row> check_collective(Collective c, int64_t target, MPI_Comm comm,
     }
   }
   apply_collective(c, "auto");
+  r.calls = iterations;
   finish_row(r, valid, medians_over_ranks(std::move(samples)));
   return r;
 }
@@ -526,12 +540,9 @@ std::optional<Row> check_p2p(const P2PCase& pc, const Options& o) {
     return std::nullopt;
   }
 
-  // Round trips per batch from the library's time (rank 0 decides).
-  PMPI_Barrier(MPI_COMM_WORLD);
-  round_trip(false);
-  double t0 = bench::now();
-  for (int i = 0; i < 3; ++i) round_trip(false);
-  const int iterations = iterations_for((bench::now() - t0) / 3, o.batch_seconds, 20000);
+  // Round trips per batch from the library's time.
+  const int iterations = iterations_for([&] { round_trip(false); }, o.batch_seconds, 20000);
+  double t0 = 0;
   std::vector<std::vector<double>> samples(valid.size());
   for (int rep = 0; rep < o.repetitions; ++rep) {
     for (size_t k = 0; k < valid.size(); ++k) {
@@ -553,6 +564,7 @@ std::optional<Row> check_p2p(const P2PCase& pc, const Options& o) {
   r.ranks = 2;
   r.bytes = bytes;
   r.auto_name = r.auto_choice = auto_ran;
+  r.calls = iterations;
   finish_row(r, valid, medians_over_ranks(std::move(samples)));
   return r;
 }
