@@ -220,6 +220,8 @@ int alltoallv_common(VFn fn, bool neighborhood, const void* sendbuf, const int* 
     counters().add(Counter::device_passed);
     return pass();
   }
+  // Borrowed first (no reference counts): most calls have nothing worth packing.
+  if (!worth_packing(datatypes::peek(sendtype)) && !worth_packing(datatypes::peek(recvtype))) return pass();
   auto sl = datatypes::lookup(sendtype);
   auto rl = datatypes::lookup(recvtype);
   const bool pack_send = worth_packing(sl.get()), pack_recv = worth_packing(rl.get());
@@ -262,6 +264,15 @@ int alltoallw_common(WFn<Disp> fn, bool neighborhood, const void* sendbuf, const
       !recvtypes || !peer_counts(comm, neighborhood, ns, nr))
     return pass();
   // Every type must be known; packing pays if any of them is worth packing.
+  // A first scan borrows the layouts (no allocation, no reference counts): a
+  // halo exchange of large blocks passes through at the cost of this loop.
+  bool any_worth = false;
+  for (int i = 0; i < ns + nr; ++i) {
+    const Layout* l = datatypes::peek(i < ns ? sendtypes[i] : recvtypes[i - ns]);
+    if (!l) return pass();
+    any_worth = any_worth || worth_packing(l);
+  }
+  if (!any_worth) return pass();
   std::vector<std::shared_ptr<const Layout>> keep;
   std::vector<const Layout*> sls, rls;
   bool worth = false;
