@@ -6,6 +6,7 @@
 #include <mutex>
 
 #include "algorithms/collectives.h"
+#include "support/config.h"
 #include "support/log.h"
 
 namespace veneer::algorithms {
@@ -221,6 +222,7 @@ ProfileInfo load_profile(MPI_Comm comm, bool enabled) {
     info.status = ProfileStatus::unreadable;
     info.why = "could not share the profile from rank 0";
     info.fingerprint.clear();
+    set_profile_thresholds(std::nullopt, std::nullopt);
     remember(info);
     return info;
   }
@@ -234,13 +236,20 @@ ProfileInfo load_profile(MPI_Comm comm, bool enabled) {
     topology::ProfileCheck shared = topology::profile_from_text(text, nullptr);
     if (shared.profile) {
       set_profile(*shared.profile);
+      // The send/receive and Alltoallv/w take-over thresholds (same value: both pack, move bytes, unpack).
+      const std::optional<int64_t> max_block =
+          shared.profile->p2p ? shared.profile->p2p->takeover_max_block() : std::nullopt;
+      set_profile_thresholds(max_block, max_block);
       installed = true;
     } else {
       info.status = ProfileStatus::corrupt;
       info.why = "the shared profile did not read back: " + shared.why;
     }
   }
-  if (!installed) set_cost_model(default_cost_model());
+  if (!installed) {
+    set_cost_model(default_cost_model());
+    set_profile_thresholds(std::nullopt, std::nullopt);
+  }
   if (rank == 0) {
     if (installed)
       log(LogLevel::info, "%s: %s", info.describe().c_str(), info.why.c_str());

@@ -17,21 +17,32 @@
 //    (bench/coll_timing.h, as veneer-bench-coll): each rank's median over the
 //    repeats, the maximum over ranks, and the spread: how far that median may
 //    be off (relative standard error of a median, from the inter-quartile
-//    range of the repeats), the largest over ranks.
+//    range of the repeats), the largest over ranks;
+//  - point-to-point take-over: for strided vectors (blocks of 1 B to 4 KiB,
+//    stride twice the block) at a few message sizes, the one-way ping-pong
+//    time of the library's typed send/receive against Veneer's way (pack,
+//    send bytes, receive bytes, unpack), within a node and between nodes, and
+//    MPI_Pack against Veneer's packer on every rank; interleaved batches,
+//    medians, the slowest rank; the largest block class where Veneer pays
+//    (topology::p2p_max_block) becomes the take-over threshold.
 // Linked with the algorithms library directly, not libveneer: the library's
 // collectives are the plain MPI ones.
 #include <mpi.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <utility>
+#include <variant>
 #include <vector>
 
 #include "algorithms/collectives.h"
 #include "bench/coll_timing.h"
+#include "datatypes/decode.h"
+#include "datatypes/pack.h"
 #include "topology/hierarchy.h"
 #include "topology/machine.h"
 #include "topology/profile.h"
@@ -50,7 +61,7 @@ const char* const kUsage =
     "  --out FILE       where to write the profile (default: VENEER_PROFILE, else\n"
     "                   ${XDG_CACHE_HOME:-$HOME/.cache}/veneer/profile.json)\n"
     "  --collective C   allreduce, bcast, reduce, allgather, reduce_scatter, reduce_scatter_block,\n"
-    "                   alltoall or all (default all; repeatable)\n"
+    "                   alltoall, all or none (default all; repeatable)\n"
     "  --min/--max      ladder of message sizes in bytes, k/M suffixes (default 8 to 4M)\n"
     "  --step K         ladder step factor (default 4; the largest size is always measured)\n"
     "  --repetitions R  interleaved timed batches per method and size (default 11)\n"
@@ -60,6 +71,7 @@ struct Options {
   bool quick = false;
   std::string out;
   std::vector<Collective> collectives;
+  bool no_collectives = false;  // --collective none: levels and point-to-point only
   int64_t min_bytes = 8, max_bytes = int64_t{4} << 20;
   int64_t step = 4;
   int repetitions = 11;
@@ -80,7 +92,9 @@ bool parse(int argc, char** argv, Options& o) {
     if (flag == "--out") {
       o.out = v;
     } else if (flag == "--collective") {
-      if (std::string(v) == "all") {
+      if (std::string(v) == "none") {
+        o.no_collectives = true;
+      } else if (std::string(v) == "all") {
         for (int i = 0; i < alg::collective_count; ++i) o.collectives.push_back(static_cast<Collective>(i));
       } else if (auto c = alg::collective_from_name(v)) {
         o.collectives.push_back(*c);
@@ -109,7 +123,7 @@ bool parse(int argc, char** argv, Options& o) {
     if (!reps_given) o.repetitions = 3;
     if (!seconds_given) o.batch_seconds = 0.001;
   }
-  if (o.collectives.empty())
+  if (o.collectives.empty() && !o.no_collectives)
     for (int i = 0; i < alg::collective_count; ++i) o.collectives.push_back(static_cast<Collective>(i));
   return o.min_bytes <= o.max_bytes;
 }
@@ -293,6 +307,208 @@ void measure_levels(const topo::Hierarchy& h, const Options& o, topo::Profile& p
   }
 }
 
+// ---- Point-to-point and MPI_Pack take-over -----------------------------------------------
+
+// `bytes` of data in blocks of `block` bytes, one block in every two (doubles
+// where the block holds whole ones, else bytes): the type, its layout as
+// Veneer's packer sees it, the user's buffer and Veneer's staging buffer.
+struct StridedVector {
+  MPI_Datatype type = MPI_DATATYPE_NULL;
+  veneer::datatypes::Layout layout;
+  std::vector<double> data;    // the user's buffer (doubles: aligned as an application's)
+  std::vector<double> packed;  // Veneer's staging
+  int64_t bytes = 0;
+  bool ok = false;
+
+  StridedVector(int64_t block, int64_t message) : bytes(message) {
+    const int blocks = static_cast<int>(message / block);
+    const bool doubles = block % 8 == 0;
+    const int unit = static_cast<int>(doubles ? block / 8 : block);
+    if (PMPI_Type_vector(blocks, unit, 2 * unit, doubles ? MPI_DOUBLE : MPI_BYTE, &type) != MPI_SUCCESS) return;
+    PMPI_Type_commit(&type);
+    auto decoded = veneer::datatypes::decode(type);
+    if (!std::holds_alternative<veneer::datatypes::Layout>(decoded)) return;
+    layout = std::get<veneer::datatypes::Layout>(std::move(decoded));
+    data.assign(static_cast<size_t>(2 * message / 8 + 1), 1.5);
+    packed.assign(static_cast<size_t>(message / 8 + 1), 0.0);
+    ok = !layout.contiguous && layout.size == message;
+  }
+  ~StridedVector() {
+    if (type != MPI_DATATYPE_NULL) PMPI_Type_free(&type);
+  }
+  StridedVector(const StridedVector&) = delete;
+  StridedVector& operator=(const StridedVector&) = delete;
+};
+
+const std::vector<int64_t> kBlockClasses = {1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 4096};
+
+std::vector<int64_t> p2p_message_sizes(const Options& o) {
+  return o.quick ? std::vector<int64_t>{4096, 65536} : std::vector<int64_t>{4096, 65536, 1 << 20};
+}
+
+// Times method 0 (the library) and method 1 (Veneer) with `run(method, iterations)`
+// in interleaved batches (the order alternating between repeats), seconds per
+// iteration divided by `per`; each rank's median and its spread, the largest
+// over MPI_COMM_WORLD (ranks with `active` false contribute nothing but wait
+// at the barriers).
+template <typename Run>
+std::array<topo::Timing, 2> time_pair(bool active, int reps, double batch, double per, Run run) {
+  run(0, 1), run(1, 1);  // warm
+  MPI_Barrier(MPI_COMM_WORLD);
+  double once = 0;
+  for (int m = 0; m < 2; ++m) {
+    const double t0 = bench::now();
+    if (active) run(m, 1);
+    once = std::max(once, bench::now() - t0);
+  }
+  MPI_Allreduce(MPI_IN_PLACE, &once, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  const int iterations = static_cast<int>(std::clamp(batch / std::max(once, 1e-7), 1.0, 10000.0));
+  std::array<std::vector<double>, 2> samples;
+  for (int r = 0; r < reps; ++r) {
+    for (int i = 0; i < 2; ++i) {
+      const int m = r % 2 ? 1 - i : i;
+      MPI_Barrier(MPI_COMM_WORLD);
+      const double t0 = bench::now();
+      if (active) run(m, iterations);
+      samples[static_cast<size_t>(m)].push_back((bench::now() - t0) / iterations / per);
+    }
+  }
+  double stats[4] = {};
+  if (active)
+    for (size_t m = 0; m < 2; ++m) {
+      stats[m] = bench::median_of(samples[m]);
+      stats[2 + m] = bench::relative_median_error(samples[m]);
+    }
+  MPI_Allreduce(MPI_IN_PLACE, stats, 4, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  return {topo::Timing{stats[0], stats[2]}, topo::Timing{stats[1], stats[3]}};
+}
+
+// One-way time between ranks a (pings) and b (pongs): the library's typed
+// send and receive against what interposer/p2p.cpp does (pack into a staging
+// buffer, send bytes; receive bytes into staging, unpack). Collective over
+// MPI_COMM_WORLD. PMPI throughout: the library's own calls even under LD_PRELOAD.
+std::array<topo::Timing, 2> p2p_pingpong(int a, int b, StridedVector& v, int reps, double batch, int rank) {
+  const bool active = rank == a || rank == b;
+  const bool pinger = rank == a;
+  const int peer = pinger ? b : a;
+  const int n = static_cast<int>(v.bytes);
+  auto run = [&](int method, int iterations) {
+    if (!active) return;
+    for (int i = 0; i < iterations; ++i) {
+      if (method == 0) {
+        if (pinger) {
+          PMPI_Send(v.data.data(), 1, v.type, peer, 9, MPI_COMM_WORLD);
+          PMPI_Recv(v.data.data(), 1, v.type, peer, 9, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        } else {
+          PMPI_Recv(v.data.data(), 1, v.type, peer, 9, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+          PMPI_Send(v.data.data(), 1, v.type, peer, 9, MPI_COMM_WORLD);
+        }
+      } else if (pinger) {
+        veneer::datatypes::pack_all(v.layout, 1, v.data.data(), v.packed.data());
+        PMPI_Send(v.packed.data(), n, MPI_BYTE, peer, 9, MPI_COMM_WORLD);
+        PMPI_Recv(v.packed.data(), n, MPI_BYTE, peer, 9, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        veneer::datatypes::unpack_all(v.layout, 1, v.data.data(), v.packed.data());
+      } else {
+        PMPI_Recv(v.packed.data(), n, MPI_BYTE, peer, 9, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        veneer::datatypes::unpack_all(v.layout, 1, v.data.data(), v.packed.data());
+        veneer::datatypes::pack_all(v.layout, 1, v.data.data(), v.packed.data());
+        PMPI_Send(v.packed.data(), n, MPI_BYTE, peer, 9, MPI_COMM_WORLD);
+      }
+    }
+  };
+  return time_pair(active, reps, batch, 2.0, run);
+}
+
+// MPI_Pack of the vector (the library's) against Veneer's packer, on every rank.
+std::array<topo::Timing, 2> pack_times(StridedVector& v, int reps, double batch) {
+  std::vector<char> out(static_cast<size_t>(v.bytes));
+  auto run = [&](int method, int iterations) {
+    for (int i = 0; i < iterations; ++i) {
+      if (method == 0) {
+        int position = 0;
+        PMPI_Pack(v.data.data(), 1, v.type, out.data(), static_cast<int>(out.size()), &position, MPI_COMM_WORLD);
+      } else {
+        veneer::datatypes::pack_all(v.layout, 1, v.data.data(), out.data());
+      }
+    }
+  };
+  return time_pair(true, reps, batch, 1.0, run);
+}
+
+// One table (a level's ping-pong, or packing): every block class at every
+// message size with at least two blocks, printed by rank 0 as it goes.
+template <typename Measure>
+topo::P2pLevel measure_p2p_table(const char* name, const Options& o, int rank, Measure measure) {
+  topo::P2pLevel level;
+  const std::vector<int64_t> sizes = p2p_message_sizes(o);
+  if (rank == 0) {
+    std::printf("# %s: us per call, library / veneer (library/veneer ratio) per message size\n# %8s", name, "block");
+    for (int64_t bytes : sizes) std::printf(" %26lld", static_cast<long long>(bytes));
+    std::printf("\n");
+  }
+  for (int64_t block : kBlockClasses) {
+    if (rank == 0) std::printf("  %8lld", static_cast<long long>(block));
+    for (int64_t bytes : sizes) {
+      if (bytes / block < 2) {
+        if (rank == 0) std::printf(" %26s", "-");
+        continue;
+      }
+      StridedVector v(block, bytes);
+      int ok = v.ok ? 1 : 0;
+      MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+      if (!ok) {
+        if (rank == 0) std::printf(" %26s", "(no layout)");
+        continue;
+      }
+      const std::array<topo::Timing, 2> t = measure(v);
+      level.points.push_back({block, bytes, t[0], t[1]});
+      if (rank == 0)
+        std::printf(" %9.2f / %7.2f (%5.2fx)", t[0].median * 1e6, t[1].median * 1e6,
+                    t[1].median > 0 ? t[0].median / t[1].median : 0.0);
+    }
+    if (rank == 0) {
+      std::printf("\n");
+      std::fflush(stdout);
+    }
+  }
+  level.max_block = topo::p2p_max_block(level.points);
+  if (rank == 0) std::printf("# %s: Veneer pays up to a mean block of %lld B\n", name,
+                             static_cast<long long>(level.max_block));
+  return level;
+}
+
+// Within the first node with two ranks, between the first ranks of the first two nodes, and packing.
+void measure_p2p(const topo::Hierarchy& h, const Options& o, topo::Profile& profile) {
+  const int reps = std::clamp(o.repetitions, 3, 11);
+  const double batch = std::min(o.batch_seconds, 0.002);
+  topo::P2pProfile p2p;
+  for (int node = 0; node < h.node_count; ++node) {
+    const std::vector<int>& ranks = h.node_ranks[static_cast<size_t>(node)];
+    if (ranks.size() < 2) continue;
+    const int a = ranks[0], b = ranks[1];
+    const std::string name = "p2p intra-node (ranks " + std::to_string(a) + ", " + std::to_string(b) + ")";
+    p2p.intra = measure_p2p_table(name.c_str(), o, h.rank,
+                                  [&](StridedVector& v) { return p2p_pingpong(a, b, v, reps, batch, h.rank); });
+    break;
+  }
+  if (h.node_count >= 2) {
+    const int a = h.node_ranks[0][0], b = h.node_ranks[1][0];
+    const std::string name = "p2p inter-node (ranks " + std::to_string(a) + ", " + std::to_string(b) + ")";
+    p2p.inter = measure_p2p_table(name.c_str(), o, h.rank,
+                                  [&](StridedVector& v) { return p2p_pingpong(a, b, v, reps, batch, h.rank); });
+  }
+  p2p.pack = measure_p2p_table("MPI_Pack (every rank)", o, h.rank,
+                               [&](StridedVector& v) { return pack_times(v, reps, batch); });
+  if (h.rank == 0) {
+    if (auto t = p2p.takeover_max_block())
+      std::printf("# send/receive and Alltoallv/w take-over: mean block <= %lld B (from the %s level)\n",
+                  static_cast<long long>(*t), p2p.inter ? "inter-node" : "intra-node");
+    else
+      std::printf("# one rank: no point-to-point to measure (the built-in take-over threshold stays)\n");
+  }
+  profile.p2p = std::move(p2p);
+}
+
 // ---- Collectives ------------------------------------------------------------------------
 
 void measure_collective(Collective c, const topo::Hierarchy& h, const Options& o, topo::Profile& profile,
@@ -381,13 +597,14 @@ int main(int argc, char** argv) {
                 profile.fingerprint.cpu.c_str(), profile.fingerprint.mpi.c_str(),
                 profile.fingerprint.transport.c_str(), path.c_str());
   measure_levels(*h, o, profile);
+  measure_p2p(*h, o, profile);
   int failures = 0;
-  if (p >= 2) {
+  if (p >= 2 && !o.collectives.empty()) {
     if (rank == 0)
       std::printf("# collectives: median per rank of %d interleaved batches of ~%.0f ms, slowest rank; * fastest\n",
                   o.repetitions, o.batch_seconds * 1e3);
     for (Collective c : o.collectives) measure_collective(c, *h, o, profile, &failures);
-  } else if (rank == 0) {
+  } else if (rank == 0 && p < 2) {
     std::printf("# one rank: no collectives to measure (Veneer passes them through)\n");
   }
   double elapsed = bench::now() - started;

@@ -72,6 +72,11 @@ void print_report() {
     // Which model decided: the machine profile (or why not), and where the chosen times came from.
     const std::string profile = algorithms::profile_info().describe();
     std::fprintf(out, "  %-28s %s\n", "model", profile.c_str());
+    std::fprintf(out, "  %-28s p2p %lld B (%s), alltoallv/w %lld B (%s)\n", "take-over max block",
+                 static_cast<long long>(cfg.p2p_max_block),
+                 std::string(origin_name(cfg.p2p_max_block_origin, "VENEER_P2P_MAX_BLOCK")).c_str(),
+                 static_cast<long long>(cfg.alltoall_max_block),
+                 std::string(origin_name(cfg.alltoall_max_block_origin, "VENEER_ALLTOALL_MAX_BLOCK")).c_str());
     const std::string sources = algorithms::decision_counts_text(algorithms::decision_counts());
     // Every rank decides alike, so rank 0's decisions speak for all.
     std::fprintf(out, "  %-28s %s\n", cfg.report == 2 ? "decisions by source" : "decisions by source, rank 0",

@@ -1,7 +1,9 @@
 #include "support/config.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <limits>
+#include <tuple>
 
 namespace veneer {
 
@@ -76,9 +78,16 @@ Config parse_config(const char* (*env)(const char*)) {
     c.report = (s == "2" || s == "rank") ? 2 : (parse_bool(r, false) ? 1 : 0);
   }
   if (const char* f = env("VENEER_REPORT_FILE")) c.report_file = f;
-  c.p2p_max_block = size_or(env("VENEER_P2P_MAX_BLOCK"), c.p2p_max_block);
+  // A threshold the user set (and that reads as a size) is theirs: a profile does not replace it.
+  for (auto [name, value, origin] : {std::tuple{"VENEER_P2P_MAX_BLOCK", &c.p2p_max_block, &c.p2p_max_block_origin},
+                                     std::tuple{"VENEER_ALLTOALL_MAX_BLOCK", &c.alltoall_max_block,
+                                                &c.alltoall_max_block_origin}}) {
+    if (auto parsed = env(name) ? parse_size(env(name)) : std::nullopt) {
+      *value = *parsed;
+      *origin = ThresholdOrigin::environment;
+    }
+  }
   c.p2p_max_bytes = size_or(env("VENEER_P2P_MAX_BYTES"), c.p2p_max_bytes);
-  c.alltoall_max_block = size_or(env("VENEER_ALLTOALL_MAX_BLOCK"), c.alltoall_max_block);
   c.type_cache_limit = size_or(env("VENEER_TYPE_CACHE"), c.type_cache_limit);
   c.staging_pool = size_or(env("VENEER_STAGING_POOL"), c.staging_pool);
   c.pack_stream_min = size_or(env("VENEER_PACK_STREAM_MIN"), c.pack_stream_min);
@@ -100,6 +109,43 @@ Config parse_config(const char* (*env)(const char*)) {
   return c;
 }
 
-void reload_config() { g_config = parse_config(real_getenv); }
+namespace {
+// The profile's thresholds, kept so that re-reading the environment after
+// MPI_Init (tools and tests do) does not lose them.
+std::optional<int64_t> g_profile_p2p_max_block, g_profile_alltoall_max_block;
+
+void apply_profile_thresholds(Config& c) {
+  const Config defaults;
+  auto apply = [](std::optional<int64_t> measured, int64_t fallback, int64_t& value, ThresholdOrigin& origin) {
+    if (origin == ThresholdOrigin::environment) return;
+    value = measured ? std::max<int64_t>(0, *measured) : fallback;
+    origin = measured ? ThresholdOrigin::profile : ThresholdOrigin::built_in;
+  };
+  apply(g_profile_p2p_max_block, defaults.p2p_max_block, c.p2p_max_block, c.p2p_max_block_origin);
+  apply(g_profile_alltoall_max_block, defaults.alltoall_max_block, c.alltoall_max_block,
+        c.alltoall_max_block_origin);
+}
+}  // namespace
+
+void reload_config() {
+  Config c = parse_config(real_getenv);
+  apply_profile_thresholds(c);
+  g_config = c;
+}
+
+void set_profile_thresholds(std::optional<int64_t> p2p_max_block, std::optional<int64_t> alltoall_max_block) {
+  g_profile_p2p_max_block = p2p_max_block;
+  g_profile_alltoall_max_block = alltoall_max_block;
+  apply_profile_thresholds(g_config);
+}
+
+std::string_view origin_name(ThresholdOrigin origin, std::string_view variable) {
+  switch (origin) {
+    case ThresholdOrigin::built_in: return "built-in default";
+    case ThresholdOrigin::profile: return "profile";
+    case ThresholdOrigin::environment: return variable;
+  }
+  return "?";
+}
 
 }  // namespace veneer

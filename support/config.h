@@ -16,6 +16,10 @@ enum class LogLevel { error = 0, warn = 1, info = 2, debug = 3 };
 // How device buffers travel (VENEER_DEVICE_METHOD); see kernels/device_transfer.h.
 enum class DeviceChoice { automatic, oneshot, staged };
 
+// Where a take-over threshold came from: the compile-time default, the
+// calibrated machine profile, or the user's variable (which always wins).
+enum class ThresholdOrigin { built_in, profile, environment };
+
 struct Config {
   bool enabled = true;            // VENEER_DISABLE=1 turns everything off
   bool datatypes = true;          // VENEER_DATATYPES=0 turns the datatype engine off
@@ -30,11 +34,14 @@ struct Config {
   // block is at most this many bytes (VENEER_P2P_MAX_BLOCK). The default
   // depends on the library (measured, see README): Open MPI's shared-memory
   // path moves larger blocks without packing, MPICH's packs them slowly.
+  // A calibrated profile replaces it at MPI_Init (set_profile_thresholds).
   int64_t p2p_max_block = VENEER_DEFAULT_P2P_MAX_BLOCK;
+  ThresholdOrigin p2p_max_block_origin = ThresholdOrigin::built_in;
   // Largest message (bytes) staged through a temporary buffer (VENEER_P2P_MAX_BYTES).
   int64_t p2p_max_bytes = int64_t{256} << 20;
   // Alltoallv/w take-over rule, same meaning (VENEER_ALLTOALL_MAX_BLOCK).
   int64_t alltoall_max_block = VENEER_DEFAULT_P2P_MAX_BLOCK;
+  ThresholdOrigin alltoall_max_block_origin = ThresholdOrigin::built_in;
   // Bytes of freed staging buffers kept for reuse (VENEER_STAGING_POOL).
   int64_t staging_pool = int64_t{64} << 20;
   // Packing uses streaming (non-temporal) stores when the bytes it touches,
@@ -62,8 +69,18 @@ Config parse_config(const char* (*getenv_fn)(const char*));
 // loads and again at MPI_Init. A plain global, so asking costs nothing.
 extern Config g_config;
 inline const Config& config() { return g_config; }
-// Re-read the environment (used at MPI_Init).
+// Re-read the environment (used at MPI_Init); thresholds a profile set stay
+// (set_profile_thresholds), unless the variable is now set.
 void reload_config();
+
+// The send/receive and Alltoallv/w take-over thresholds from a calibrated
+// profile (nullopt: back to the built-in default), each unless the user set
+// its variable; remembered across reload_config(). Called at MPI_Init (after
+// reload_config()) on every rank with the same values; not while other
+// threads make MPI calls.
+void set_profile_thresholds(std::optional<int64_t> p2p_max_block, std::optional<int64_t> alltoall_max_block);
+// "profile", "built-in default" or the variable's name, for the report.
+std::string_view origin_name(ThresholdOrigin origin, std::string_view variable);
 
 // "64k", "1M", "inf", "123" -> bytes; nullopt on junk.
 std::optional<int64_t> parse_size(std::string_view text);

@@ -162,6 +162,35 @@ struct Reader {
     return l;
   }
 
+  bool timing(const json::Value& obj, const char* key, const std::string& where, Timing& out) {
+    const json::Value* t = obj.find(key);
+    const std::string at = where + "." + key;
+    if (!t) return fail(at, "missing");
+    if (!t->is_object()) return fail(at, "expected an object");
+    return number(*t, "median", at, out.median, true, true) && number(*t, "spread", at, out.spread, false);
+  }
+
+  std::optional<P2pLevel> p2p_level(const json::Value& v, const std::string& where) {
+    if (!v.is_object()) return fail(where, "expected an object"), std::nullopt;
+    P2pLevel l;
+    if (!integer(v, "max_block", where, l.max_block, true, 0, INT64_MAX)) return std::nullopt;
+    if (const json::Value* pts = v.find("points")) {
+      if (!pts->is_array()) return fail(where + ".points", "expected an array"), std::nullopt;
+      size_t i = 0;
+      for (const json::Value& p : *pts->as_array()) {
+        const std::string at = where + ".points[" + std::to_string(i++) + "]";
+        if (!p.is_object()) return fail(at, "expected an object"), std::nullopt;
+        P2pPoint pt;
+        if (!integer(p, "block", at, pt.block, true, 1, INT64_MAX) ||
+            !integer(p, "bytes", at, pt.bytes, true, 1, INT64_MAX) || !timing(p, "library", at, pt.library) ||
+            !timing(p, "veneer", at, pt.veneer))
+          return std::nullopt;
+        l.points.push_back(pt);
+      }
+    }
+    return l;
+  }
+
   std::optional<CollectivePoint> point(const json::Value& v, const std::string& where) {
     if (!v.is_object()) return fail(where, "expected an object"), std::nullopt;
     CollectivePoint c;
@@ -212,6 +241,29 @@ json::Value level_json(const LevelFit& l) {
   return v;
 }
 
+json::Value timing_json(const Timing& t) {
+  json::Value v = json::Value::object();
+  v.set("median", t.median);
+  v.set("spread", t.spread);
+  return v;
+}
+
+json::Value p2p_level_json(const P2pLevel& l) {
+  json::Value v = json::Value::object();
+  v.set("max_block", l.max_block);
+  json::Value pts = json::Value::array();
+  for (const P2pPoint& p : l.points) {
+    json::Value o = json::Value::object();
+    o.set("block", p.block);
+    o.set("bytes", p.bytes);
+    o.set("library", timing_json(p.library));
+    o.set("veneer", timing_json(p.veneer));
+    pts.push(std::move(o));
+  }
+  v.set("points", std::move(pts));
+  return v;
+}
+
 ProfileCheck refuse(ProfileStatus status, std::string why) {
   ProfileCheck c;
   c.status = status;
@@ -245,6 +297,33 @@ Fingerprint current_fingerprint() {
   f.transport = transport_of(version);
   f.veneer = VENEER_VERSION;
   return f;
+}
+
+int64_t p2p_max_block(const std::vector<P2pPoint>& points) {
+  std::vector<int64_t> blocks;
+  for (const P2pPoint& p : points) blocks.push_back(p.block);
+  std::sort(blocks.begin(), blocks.end());
+  blocks.erase(std::unique(blocks.begin(), blocks.end()), blocks.end());
+  int64_t threshold = 0;
+  for (const int64_t block : blocks) {
+    int sizes = 0, wins = 0, losses = 0;
+    for (const P2pPoint& p : points) {
+      if (p.block != block || p.library.median <= 0 || p.veneer.median <= 0) continue;
+      ++sizes;
+      const double lib = p.library.median, ven = p.veneer.median;
+      if (ven * (1 + p.veneer.spread) < lib * (1 - p.library.spread)) ++wins;
+      else if (lib * (1 + p.library.spread) < ven * (1 - p.veneer.spread)) ++losses;
+    }
+    if (losses > 0) break;                        // hurts: nothing at or above it is taken over
+    if (2 * wins > sizes) threshold = block;      // pays
+  }
+  return threshold;
+}
+
+std::optional<int64_t> P2pProfile::takeover_max_block() const {
+  if (inter) return inter->max_block;
+  if (intra) return intra->max_block;
+  return std::nullopt;
 }
 
 std::string_view status_name(ProfileStatus s) {
@@ -290,16 +369,18 @@ json::Value to_json(const Profile& p) {
     if (!c.node_consecutive) o.set("node_consecutive", false);
     o.set("bytes", c.bytes);
     json::Value times = json::Value::object();
-    for (const auto& [name, t] : c.times) {
-      json::Value tv = json::Value::object();
-      tv.set("median", t.median);
-      tv.set("spread", t.spread);
-      times.set(name, std::move(tv));
-    }
+    for (const auto& [name, t] : c.times) times.set(name, timing_json(t));
     o.set("times", std::move(times));
     points.push(std::move(o));
   }
   v.set("collectives", std::move(points));
+  if (p.p2p) {
+    json::Value p2p = json::Value::object();
+    if (p.p2p->intra) p2p.set("intra", p2p_level_json(*p.p2p->intra));
+    if (p.p2p->inter) p2p.set("inter", p2p_level_json(*p.p2p->inter));
+    if (p.p2p->pack) p2p.set("pack", p2p_level_json(*p.p2p->pack));
+    v.set("p2p", std::move(p2p));
+  }
   return v;
 }
 
@@ -366,6 +447,18 @@ ProfileCheck profile_from_text(std::string_view text, const Fingerprint* expecte
       if (!c) return refuse(ProfileStatus::corrupt, r.error);
       p.collectives.push_back(std::move(*c));
     }
+  }
+  if (const json::Value* p2p = doc->find("p2p")) {
+    if (!p2p->is_object()) return refuse(ProfileStatus::corrupt, "p2p: expected an object");
+    P2pProfile section;
+    for (auto [key, into] : {std::pair{"intra", &section.intra}, std::pair{"inter", &section.inter},
+                             std::pair{"pack", &section.pack}}) {
+      const json::Value* level = p2p->find(key);
+      if (!level) continue;
+      *into = r.p2p_level(*level, std::string("p2p.") + key);
+      if (!*into) return refuse(ProfileStatus::corrupt, r.error);
+    }
+    p.p2p = std::move(section);
   }
   ProfileCheck ok;
   ok.status = ProfileStatus::loaded;

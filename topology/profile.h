@@ -25,7 +25,15 @@
 //        "bytes": 4096,
 //        "times": {"library": {"median": s, "spread": relative}, "two_level": {...}, ...}},
 //       ...
-//     ]
+//     ],
+//     "p2p": {                                                                   (optional, each part too)
+//       "intra": {"max_block": 64,
+//                 "points": [{"block": 8, "bytes": 65536,
+//                             "library": {"median": s, "spread": relative},
+//                             "veneer": {"median": s, "spread": relative}}, ...]},
+//       "inter": {...},
+//       "pack": {...}
+//     }
 //   }
 //
 // Times are seconds per call: the maximum over ranks of each rank's median
@@ -34,6 +42,13 @@
 // inter-quartile range, 1.858 x (IQR / 2) / sqrt(n) / median, the largest over
 // ranks. "fit_error" is the relative root-mean-square error of the
 // alpha + beta * bytes fit.
+// "p2p" compares, per block class (the contiguous block of a strided vector,
+// in bytes) and message size, the library's typed transfer with Veneer's
+// (pack, send bytes, unpack): "intra" and "inter" are one-way ping-pong times
+// with a peer on the same node and on another one, "pack" is MPI_Pack against
+// Veneer's packer on one rank. "max_block" is the derived take-over threshold
+// (p2p_max_block below), in bytes; 0: never take over. A profile without the
+// section (written before it existed) loads, and the built-in thresholds stay.
 // Readers ignore members they do not know; members they know must have the
 // right type, or the profile is rejected as corrupt.
 #include <cstdint>
@@ -96,6 +111,36 @@ struct CollectivePoint {
   std::vector<std::pair<std::string, Timing>> times;  // "library" and algorithm names
 };
 
+// Library against Veneer at one block class and message size.
+struct P2pPoint {
+  int64_t block = 0;  // contiguous block, bytes
+  int64_t bytes = 0;  // message (packed) bytes
+  Timing library, veneer;
+};
+
+struct P2pLevel {
+  int64_t max_block = 0;  // derived take-over threshold (bytes); 0: never
+  std::vector<P2pPoint> points;
+};
+
+// The take-over threshold a table supports, in bytes of mean contiguous block.
+// At each (block, bytes) point Veneer wins when it is faster beyond both
+// spreads (veneer x (1 + its spread) < library x (1 - its spread)) and loses
+// when the library is, the other way round; otherwise a tie. A block class
+// pays when Veneer wins at a strict majority of its message sizes and loses at
+// none; it hurts when Veneer loses at any. The threshold is the largest paying
+// class with no hurting class at or below it (ties in between are taken over:
+// they cost nothing measurable); 0 when there is none.
+int64_t p2p_max_block(const std::vector<P2pPoint>& points);
+
+struct P2pProfile {
+  std::optional<P2pLevel> intra, inter, pack;
+  // The threshold for sends and receives (and Alltoallv/w): between nodes when
+  // measured (the costlier level, where most bytes of a multi-node job go),
+  // else within a node; nullopt when neither was measured.
+  std::optional<int64_t> takeover_max_block() const;
+};
+
 struct Profile {
   Fingerprint fingerprint;
   std::string created;      // ISO 8601, UTC
@@ -104,6 +149,7 @@ struct Profile {
   std::optional<LevelFit> intra, inter;
   int nic_streams = 0;      // 0: not measured
   std::vector<CollectivePoint> collectives;
+  std::optional<P2pProfile> p2p;  // absent in profiles written before it existed
 };
 
 // Why a profile was or was not taken.

@@ -11,12 +11,15 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "algorithms/collectives.h"
 #include "algorithms/measured.h"
+#include "support/config.h"
+#include "support/counters.h"
 #include "test/collectives/harness.h"
 #include "topology/hierarchy.h"
 #include "topology/profile.h"
@@ -159,11 +162,15 @@ class ProfileLoading : public ::testing::Test {
   }
   void TearDown() override {
     PMPI_Barrier(MPI_COMM_WORLD);
+    unsetenv("VENEER_P2P_MAX_BLOCK");
+    unsetenv("VENEER_ALLTOALL_MAX_BLOCK");
+    reload_config();
     setenv("VENEER_PROFILE", "off", 1);  // back to the defaults for the next test
     alg::load_profile(MPI_COMM_WORLD);
     unsetenv("VENEER_PROFILE");
     if (world_rank() == 0) {
-      for (const char* f : {"good.json", "corrupt.json", "types.json", "foreign.json", "outdated.json", "older.json"})
+      for (const char* f : {"good.json", "corrupt.json", "types.json", "foreign.json", "outdated.json", "older.json",
+                            "p2p.json", "no-p2p.json"})
         std::remove((dir_ + "/" + f).c_str());
       ::rmdir(dir_.c_str());
     }
@@ -280,6 +287,104 @@ TEST_F(ProfileLoading, MeasurementsDecide) {
   ASSERT_EQ(load(library).info.status, ProfileStatus::loaded);
   call.count = 512;
   EXPECT_EQ(alg::chosen_for(call, *h), "library");
+}
+
+// A profile whose point-to-point section says Veneer pays up to `intra` bytes
+// of block within a node (and `inter` between nodes, when given).
+topo::Profile profile_with_p2p(int64_t intra, std::optional<int64_t> inter = std::nullopt) {
+  topo::Profile p = profile_where("library");
+  topo::P2pProfile section;
+  topo::P2pPoint point;
+  point.block = 8;
+  point.bytes = 65536;
+  point.library = {2e-5, 0.01};
+  point.veneer = {1e-5, 0.01};
+  section.intra = topo::P2pLevel{intra, {point}};
+  if (inter) section.inter = topo::P2pLevel{*inter, {point}};
+  section.pack = topo::P2pLevel{64, {point}};
+  p.p2p = section;
+  return p;
+}
+
+// Every rank holds the same thresholds (and origins).
+void expect_thresholds_everywhere(int64_t p2p, int64_t alltoall, ThresholdOrigin origin) {
+  const Config& c = config();
+  EXPECT_EQ(c.p2p_max_block, p2p) << "rank " << world_rank();
+  EXPECT_EQ(c.alltoall_max_block, alltoall) << "rank " << world_rank();
+  EXPECT_EQ(c.p2p_max_block_origin, origin) << "rank " << world_rank();
+  long long mine[3] = {c.p2p_max_block, c.alltoall_max_block, static_cast<long long>(c.p2p_max_block_origin)};
+  long long lo[3], hi[3];
+  PMPI_Allreduce(mine, lo, 3, MPI_LONG_LONG, MPI_MIN, MPI_COMM_WORLD);
+  PMPI_Allreduce(mine, hi, 3, MPI_LONG_LONG, MPI_MAX, MPI_COMM_WORLD);
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(lo[i], hi[i]) << "ranks disagree on field " << i;
+}
+
+// Sends a vector of 16-byte blocks from rank 0 to rank 1 through Veneer's
+// entry points; rank 1 checks the data against what rank 0 sent. Returns
+// whether rank 0's send was taken over (the same answer on every rank).
+bool send_strided_16() {
+  MPI_Datatype vec;
+  PMPI_Type_vector(64, 2, 4, MPI_DOUBLE, &vec);  // 16-byte blocks, stride 32 bytes
+  MPI_Type_commit(&vec);
+  std::vector<double> buf(256, -1.0);
+  long long taken = 0;
+  if (world_rank() == 0) {
+    for (size_t i = 0; i < buf.size(); ++i) buf[i] = static_cast<double>(i);
+    const uint64_t before = counters().get(Counter::send_taken);
+    EXPECT_EQ(MPI_Send(buf.data(), 1, vec, 1, 31, MPI_COMM_WORLD), MPI_SUCCESS);
+    taken = counters().get(Counter::send_taken) > before ? 1 : 0;
+  } else if (world_rank() == 1) {
+    EXPECT_EQ(PMPI_Recv(buf.data(), 1, vec, 0, 31, MPI_COMM_WORLD, MPI_STATUS_IGNORE), MPI_SUCCESS);
+    for (size_t i = 0; i < buf.size(); ++i)
+      EXPECT_EQ(buf[i], i % 4 < 2 ? static_cast<double>(i) : -1.0) << "element " << i;
+  }
+  PMPI_Bcast(&taken, 1, MPI_LONG_LONG, 0, MPI_COMM_WORLD);
+  MPI_Type_free(&vec);
+  return taken != 0;
+}
+
+TEST_F(ProfileLoading, P2pSectionSetsTheThresholdsOnEveryRank) {
+  // The built-in thresholds, as a profile without the section leaves them.
+  const std::string plain = file("no-p2p.json", topo::profile_text(profile_where("library")));
+  ASSERT_EQ(load(plain).info.status, ProfileStatus::loaded);
+  const int64_t built_in = config().p2p_max_block;
+  expect_thresholds_everywhere(built_in, config().alltoall_max_block, ThresholdOrigin::built_in);
+  // Only rank 0 sees the profile; every rank takes its thresholds.
+  const std::string path = file("p2p.json", topo::profile_text(profile_with_p2p(4096)));
+  Loaded l = load(path, dir_ + "/not-there.json");
+  ASSERT_EQ(l.info.status, ProfileStatus::loaded) << l.info.why;
+  expect_thresholds_everywhere(4096, 4096, ThresholdOrigin::profile);
+  if (world_size() >= 2) EXPECT_TRUE(send_strided_16());  // 16-byte blocks: taken over, data exact
+  // Measured never to pay: nothing is taken over.
+  file("p2p.json", topo::profile_text(profile_with_p2p(0)));
+  ASSERT_EQ(load(path).info.status, ProfileStatus::loaded);
+  expect_thresholds_everywhere(0, 0, ThresholdOrigin::profile);
+  if (world_size() >= 2) EXPECT_FALSE(send_strided_16());
+  // Between nodes, where measured, decides.
+  file("p2p.json", topo::profile_text(profile_with_p2p(512, 32)));
+  ASSERT_EQ(load(path).info.status, ProfileStatus::loaded);
+  expect_thresholds_everywhere(32, 32, ThresholdOrigin::profile);
+  // A profile without the section puts the built-in default back.
+  ASSERT_EQ(load(plain).info.status, ProfileStatus::loaded);
+  expect_thresholds_everywhere(built_in, built_in, ThresholdOrigin::built_in);
+  // And so does a profile that is not taken.
+  file("p2p.json", topo::profile_text(profile_with_p2p(4096)));
+  ASSERT_EQ(load(path).info.status, ProfileStatus::loaded);
+  ASSERT_EQ(load(dir_ + "/nowhere.json").info.status, ProfileStatus::missing);
+  expect_thresholds_everywhere(built_in, built_in, ThresholdOrigin::built_in);
+}
+
+TEST_F(ProfileLoading, UsersThresholdWinsOverTheProfile) {
+  setenv("VENEER_P2P_MAX_BLOCK", "0", 1);  // as if set for the whole job, read at MPI_Init
+  reload_config();
+  const std::string path = file("p2p.json", topo::profile_text(profile_with_p2p(4096)));
+  ASSERT_EQ(load(path).info.status, ProfileStatus::loaded);
+  const Config& c = config();
+  EXPECT_EQ(c.p2p_max_block, 0);
+  EXPECT_EQ(c.p2p_max_block_origin, ThresholdOrigin::environment);
+  EXPECT_EQ(c.alltoall_max_block, 4096);  // the variable not set: the profile's
+  EXPECT_EQ(c.alltoall_max_block_origin, ThresholdOrigin::profile);
+  if (world_size() >= 2) EXPECT_FALSE(send_strided_16());
 }
 
 }  // namespace
