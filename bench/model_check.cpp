@@ -607,6 +607,22 @@ void summarize(const std::vector<Row>& rows, double elapsed) {
               shape_name(*worst).c_str(), worst->auto_name.c_str(), us(worst->auto_seconds).c_str(),
               worst->best_name.c_str(), us(worst->best_seconds).c_str());
   std::printf("  geometric mean of auto/best: %.3fx\n", geomean(ratios));
+  for (const char* kind : {"collective", "p2p"}) {
+    std::vector<double> mine;
+    size_t ok = 0;
+    double sum = 0;
+    for (const Row& r : rows)
+      if (r.kind == kind) {
+        mine.push_back(r.ratio());
+        ok += r.ratio() <= 1.10;
+        sum += r.ratio() - 1;
+      }
+    if (mine.empty()) continue;
+    std::printf("  %s: within 1.10x %zu of %zu, mean penalty %+.1f%%, worst %.2fx, geometric mean %.3fx\n",
+                std::string(kind) == "p2p" ? "typed point-to-point" : "collectives", ok, mine.size(),
+                100 * sum / static_cast<double>(mine.size()), *std::max_element(mine.begin(), mine.end()),
+                geomean(mine));
+  }
   // Prediction error of the automatic choice: geometric mean of |log(predicted/measured)|, per source.
   const char* sources[] = {"measured", "interpolated", "extrapolated", "fitted", "default"};
   double all_log = 0;
