@@ -718,6 +718,9 @@ int main(int argc, char** argv) {
     std::printf("# veneer-model-check: %d ranks; %s\n", g_size, alg::profile_info().describe().c_str());
     for (const std::string& variable : cleared)
       std::printf("# %s unset: the automatic choice is Veneer's own\n", variable.c_str());
+    const veneer::Config& c = veneer::config();
+    std::printf("# sends: taken over up to a mean block of %lld bytes (%s)\n", static_cast<long long>(c.p2p_max_block),
+                std::string(veneer::origin_name(c.p2p_max_block_origin, "VENEER_P2P_MAX_BLOCK")).c_str());
     if (!veneer::config().enabled || !veneer::config().collectives)
       std::printf("# Veneer or its collectives are switched off: every choice is the library\n");
     std::printf("# per call: median of %d interleaved batches of ~%.1f ms, slowest rank; forced times: * fastest\n",
