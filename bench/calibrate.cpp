@@ -34,7 +34,9 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <variant>
 #include <vector>
@@ -435,45 +437,75 @@ std::array<topo::Timing, 2> pack_times(StridedVector& v, int reps, double batch)
   return time_pair(true, reps, batch, 1.0, run);
 }
 
+template <typename Measure>
+std::pair<topo::Timing, topo::Timing> measure_pair(Measure& measure, StridedVector& v) {
+  const std::array<topo::Timing, 2> t = measure(v);
+  return {t[0], t[1]};
+}
+
 // One table (a level's ping-pong, or packing): every block class at every
 // message size with at least two blocks, printed by rank 0 as it goes.
 template <typename Measure>
 topo::P2pLevel measure_p2p_table(const char* name, const Options& o, int rank, Measure measure) {
   topo::P2pLevel level;
   const std::vector<int64_t> sizes = p2p_message_sizes(o);
-  if (rank == 0) {
-    std::printf("# %s: us per call, library / veneer (library/veneer ratio) per message size\n# %8s", name, "block");
-    for (int64_t bytes : sizes) std::printf(" %26lld", static_cast<long long>(bytes));
-    std::printf("\n");
-  }
-  for (int64_t block : kBlockClasses) {
-    if (rank == 0) std::printf("  %8lld", static_cast<long long>(block));
-    for (int64_t bytes : sizes) {
-      if (bytes / block < 2) {
-        if (rank == 0) std::printf(" %26s", "-");
-        continue;
-      }
-      StridedVector v(block, bytes);
-      int ok = v.ok ? 1 : 0;
-      MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-      if (!ok) {
-        if (rank == 0) std::printf(" %26s", "(no layout)");
-        continue;
-      }
-      const std::array<topo::Timing, 2> t = measure(v);
-      level.points.push_back({block, bytes, t[0], t[1]});
-      if (rank == 0)
-        std::printf(" %9.2f / %7.2f (%5.2fx)", t[0].median * 1e6, t[1].median * 1e6,
-                    t[1].median > 0 ? t[0].median / t[1].median : 0.0);
-    }
-    if (rank == 0) {
-      std::printf("\n");
-      std::fflush(stdout);
-    }
+  // Every block class at every message size with at least two blocks.
+  std::vector<std::pair<int64_t, int64_t>> shapes;
+  for (int64_t block : kBlockClasses)
+    for (int64_t bytes : sizes)
+      if (bytes / block >= 2) shapes.emplace_back(block, bytes);
+  auto measure_at = [&](int64_t block, int64_t bytes) -> std::optional<topo::P2pPoint> {
+    StridedVector v(block, bytes);
+    int ok = v.ok ? 1 : 0;
+    MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    if (!ok) return std::nullopt;
+    topo::P2pPoint point{block, bytes, {}, {}};
+    std::tie(point.library, point.veneer) = measure_pair(measure, v);
+    return point;
+  };
+  for (const auto& [block, bytes] : shapes)
+    if (auto point = measure_at(block, bytes)) level.points.push_back(*point);
+  // A loss stops the take-over at its block and above, and on a shared machine
+  // a point's batches can all fall in one busy spell: each loss is measured
+  // twice more once the whole table is done (at other moments), and the middle
+  // of the three by ratio is kept. Every rank holds the same times (maxima
+  // over ranks), so every rank re-measures the same points.
+  std::vector<bool> again(level.points.size(), false);
+  for (size_t i = 0; i < level.points.size(); ++i) {
+    if (topo::p2p_outcome(level.points[i]) != topo::P2pOutcome::loss) continue;
+    std::vector<topo::P2pPoint> tries = {level.points[i]};
+    for (int k = 0; k < 2; ++k)
+      if (auto p = measure_at(level.points[i].block, level.points[i].bytes)) tries.push_back(*p);
+    std::sort(tries.begin(), tries.end(), [](const topo::P2pPoint& x, const topo::P2pPoint& y) {
+      return x.library.median * y.veneer.median < y.library.median * x.veneer.median;
+    });
+    level.points[i] = tries[tries.size() / 2];
+    again[i] = true;
   }
   level.max_block = topo::p2p_max_block(level.points);
-  if (rank == 0) std::printf("# %s: Veneer pays up to a mean block of %lld B\n", name,
-                             static_cast<long long>(level.max_block));
+  if (rank == 0) {
+    std::printf("# %s: us per call, library / veneer (library/veneer ratio; r: a loss at first, the middle of three"
+                " measurements)\n# %8s", name, "block");
+    for (int64_t bytes : sizes) std::printf(" %29lld", static_cast<long long>(bytes));
+    std::printf("\n");
+    for (int64_t block : kBlockClasses) {
+      std::printf("  %8lld", static_cast<long long>(block));
+      for (int64_t bytes : sizes) {
+        size_t i = 0;
+        while (i < level.points.size() && (level.points[i].block != block || level.points[i].bytes != bytes)) ++i;
+        if (i == level.points.size()) {
+          std::printf(" %29s", "-");
+          continue;
+        }
+        const topo::P2pPoint& p = level.points[i];
+        std::printf(" %9.2f / %7.2f (%5.2fx)%s", p.library.median * 1e6, p.veneer.median * 1e6,
+                    p.library.median / p.veneer.median, again[i] ? "r" : " ");
+      }
+      std::printf("\n");
+    }
+    std::printf("# %s: Veneer pays up to a mean block of %lld B\n", name, static_cast<long long>(level.max_block));
+    std::fflush(stdout);
+  }
   return level;
 }
 

@@ -299,7 +299,15 @@ Fingerprint current_fingerprint() {
   return f;
 }
 
-int64_t p2p_max_block(const std::vector<P2pPoint>& points) {
+P2pOutcome p2p_outcome(const P2pPoint& p) {
+  const double lib = p.library.median, ven = p.veneer.median;
+  if (lib <= 0 || ven <= 0) return P2pOutcome::tie;
+  if (ven * (1 + p.veneer.spread) < lib * (1 - p.library.spread)) return P2pOutcome::win;
+  if (lib * (1 + p.library.spread) < ven * (1 - p.veneer.spread)) return P2pOutcome::loss;
+  return P2pOutcome::tie;
+}
+
+int64_t p2p_max_block(const std::vector<P2pPoint>& points, double small_loss) {
   std::vector<int64_t> blocks;
   for (const P2pPoint& p : points) blocks.push_back(p.block);
   std::sort(blocks.begin(), blocks.end());
@@ -307,15 +315,18 @@ int64_t p2p_max_block(const std::vector<P2pPoint>& points) {
   int64_t threshold = 0;
   for (const int64_t block : blocks) {
     int sizes = 0, wins = 0, losses = 0;
+    bool large_loss = false;
     for (const P2pPoint& p : points) {
       if (p.block != block || p.library.median <= 0 || p.veneer.median <= 0) continue;
       ++sizes;
-      const double lib = p.library.median, ven = p.veneer.median;
-      if (ven * (1 + p.veneer.spread) < lib * (1 - p.library.spread)) ++wins;
-      else if (lib * (1 + p.library.spread) < ven * (1 - p.veneer.spread)) ++losses;
+      const P2pOutcome o = p2p_outcome(p);
+      wins += o == P2pOutcome::win;
+      losses += o == P2pOutcome::loss;
+      if (o == P2pOutcome::loss && p.veneer.median > (1 + small_loss) * p.library.median) large_loss = true;
     }
-    if (losses > 0) break;                        // hurts: nothing at or above it is taken over
-    if (2 * wins > sizes) threshold = block;      // pays
+    if (sizes == 0) continue;
+    if (large_loss || 2 * losses >= sizes) break;  // hurts: nothing at or above it is taken over
+    if (2 * wins > sizes) threshold = block;       // pays
   }
   return threshold;
 }

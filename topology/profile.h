@@ -123,15 +123,25 @@ struct P2pLevel {
   std::vector<P2pPoint> points;
 };
 
+// Veneer against the library at one point, beyond both measured spreads.
+enum class P2pOutcome { win, tie, loss };
+P2pOutcome p2p_outcome(const P2pPoint& p);
+
 // The take-over threshold a table supports, in bytes of mean contiguous block.
 // At each (block, bytes) point Veneer wins when it is faster beyond both
 // spreads (veneer x (1 + its spread) < library x (1 - its spread)) and loses
 // when the library is, the other way round; otherwise a tie. A block class
-// pays when Veneer wins at a strict majority of its message sizes and loses at
-// none; it hurts when Veneer loses at any. The threshold is the largest paying
-// class with no hurting class at or below it (ties in between are taken over:
-// they cost nothing measurable); 0 when there is none.
-int64_t p2p_max_block(const std::vector<P2pPoint>& points);
+// hurts when Veneer loses at half of its message sizes or more, or loses by
+// more than `small_loss` (veneer median > (1 + small_loss) x library median)
+// at any; it pays when it wins at a strict majority of its sizes and does not
+// hurt. The threshold is the largest paying class with no hurting class at or
+// below it (ties in between are taken over: they cost nothing measurable); 0
+// when there is none. The threshold is one block size for every message size,
+// so a small loss at one size (typically 4 KiB, where a copy more costs a few
+// percent) is accepted where the same blocks win, often severalfold, at most
+// sizes; a larger one is not.
+inline constexpr double p2p_small_loss = 0.05;
+int64_t p2p_max_block(const std::vector<P2pPoint>& points, double small_loss = p2p_small_loss);
 
 struct P2pProfile {
   std::optional<P2pLevel> intra, inter, pack;

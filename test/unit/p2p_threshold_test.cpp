@@ -60,8 +60,15 @@ TEST(P2pThreshold, MajorityOfSizesAndNoLoss) {
   EXPECT_EQ(topo::p2p_max_block(table({8, 64}, {{2, 2, 2}, {1.5, 1.5, 1.0}})), 64);
   // One win, two ties: does not pay, but does not stop a larger class that pays.
   EXPECT_EQ(topo::p2p_max_block(table({8, 64, 128}, {{2, 2, 2}, {1.5, 1.0, 1.0}, {1.5, 1.5, 1.5}})), 128);
-  // A loss at one size: the class hurts, and nothing at or above it is taken over.
+  // A large loss at one size: the class hurts, and nothing at or above it is taken over.
   EXPECT_EQ(topo::p2p_max_block(table({8, 64, 128}, {{2, 2, 2}, {1.5, 1.5, 0.7}, {1.5, 1.5, 1.5}})), 8);
+  // A small loss (Veneer 3% slower, beyond the 1% spreads) at one size of three, wins at the others: pays.
+  EXPECT_EQ(topo::p2p_max_block(table({8, 64}, {{2, 2, 2}, {1 / 1.03, 6, 5}}, 0.01)), 64);
+  // ...unless the tolerance is tighter, or the loss is larger than 5%.
+  EXPECT_EQ(topo::p2p_max_block(table({8, 64}, {{2, 2, 2}, {1 / 1.03, 6, 5}}, 0.01), 0.02), 8);
+  EXPECT_EQ(topo::p2p_max_block(table({8, 64}, {{2, 2, 2}, {1 / 1.08, 6, 5}}, 0.01)), 8);
+  // Small losses at half the sizes or more: hurts.
+  EXPECT_EQ(topo::p2p_max_block(table({8, 64, 128}, {{2, 2, 2}, {0, 1.5, 1 / 1.03}, {2, 2, 2}}, 0.01)), 8);
   // A class measured at one size only (large blocks at small messages are skipped) counts its one size.
   EXPECT_EQ(topo::p2p_max_block(table({8, 4096}, {{2, 2, 2}, {0, 1.5, 0}})), 4096);
 }
