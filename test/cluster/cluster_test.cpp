@@ -20,6 +20,10 @@
 namespace veneer::test {
 namespace {
 
+// The per-algorithm counts are kept only while a report is wanted; Veneer
+// reads the environment again at MPI_Init, which runs after this.
+const bool g_report_on = [] { return setenv("VENEER_REPORT", "1", 1) == 0; }();
+
 namespace alg = veneer::algorithms;
 using alg::Collective;
 
