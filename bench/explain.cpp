@@ -52,7 +52,7 @@ void print_p2p_level(const char* name, const veneer::topology::P2pLevel& level) 
     v->erase(std::unique(v->begin(), v->end()), v->end());
   }
   std::printf("    %8s", "block");
-  for (int64_t bytes : sizes) std::printf(" %26lld", static_cast<long long>(bytes));
+  for (int64_t bytes : sizes) std::printf(" %29lld", static_cast<long long>(bytes));
   std::printf("\n");
   for (int64_t block : blocks) {
     std::printf("    %8lld", static_cast<long long>(block));
@@ -60,7 +60,7 @@ void print_p2p_level(const char* name, const veneer::topology::P2pLevel& level) 
       auto at = std::find_if(level.points.begin(), level.points.end(),
                              [&](const auto& p) { return p.block == block && p.bytes == bytes; });
       if (at == level.points.end()) {
-        std::printf(" %26s", "-");
+        std::printf(" %29s", "-");
         continue;
       }
       std::printf(" %9.2f / %7.2f (%5.2fx)%s", at->library.median * 1e6, at->veneer.median * 1e6,
