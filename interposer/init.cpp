@@ -42,7 +42,9 @@ void start() {
 // which a lone MPI_Type_commit may run).
 void start_with_profile() {
   start();
-  algorithms::load_profile(MPI_COMM_WORLD, config().enabled && config().collectives);
+  // Collective choices and the send/receive thresholds both come from it.
+  const Config& c = config();
+  algorithms::load_profile(MPI_COMM_WORLD, c.enabled && (c.collectives || c.p2p || c.alltoall));
 }
 }  // namespace
 
