@@ -19,7 +19,7 @@
 // and source: measured, interpolated, fitted, default) against the
 // measurement. Typed point-to-point is checked the same way: round trips of
 // DDTBench layouts with Veneer's automatic send rule, forced take-over
-// (VENEER_P2P_MAX_BLOCK=inf) and forced pass-through (VENEER_P2P=0).
+// (VENEER_P2P_MAX_BLOCK=inf, VENEER_P2P_MIN_BYTES=0) and forced pass-through (VENEER_P2P=0).
 //
 // The last line is the summary:
 //   model-check: within-1.10x P%, worst Wx, geomean Gx
@@ -162,6 +162,7 @@ void apply_collective(Collective c, const std::string& choice) {
 // send taken over), "library" (every send passed through).
 void apply_p2p(const std::string& choice) {
   set_variable("VENEER_P2P_MAX_BLOCK", choice == "veneer" ? "inf" : nullptr);
+  set_variable("VENEER_P2P_MIN_BYTES", choice == "veneer" ? "0" : nullptr);
   set_variable("VENEER_P2P", choice == "library" ? "0" : nullptr);
   veneer::reload_config();
 }
@@ -696,7 +697,7 @@ int main(int argc, char** argv) {
     const std::string variable(alg::override_variable(static_cast<Collective>(i)));
     if (std::getenv(variable.c_str())) cleared.push_back(variable);
   }
-  for (const char* variable : {"VENEER_P2P_MAX_BLOCK", "VENEER_P2P"})
+  for (const char* variable : {"VENEER_P2P_MAX_BLOCK", "VENEER_P2P_MIN_BYTES", "VENEER_P2P"})
     if (std::getenv(variable)) cleared.emplace_back(variable);
   for (const std::string& variable : cleared) unsetenv(variable.c_str());
   if (const char* report = std::getenv("VENEER_REPORT")) g_user_report = report;

@@ -44,14 +44,15 @@ inline bool cpu_accessible(const void* a, const void* b) {
   // Mean block above the threshold (size / blocks > max, exactly, without a
   // division): the library's own copy loop is as fast (see p2p_layout).
   return !seen || seen->contiguous || seen->size <= 0 ||
-         static_cast<__int128>(c.p2p_max_block) * seen->block_count + seen->block_count <= seen->size;
+         static_cast<__int128>(c.p2p_max_block) * seen->block_count + seen->block_count <= seen->size ||
+         static_cast<__int128>(seen->size) * count < c.p2p_min_bytes;
 }
 
 // The layout to pack `count` instances of `type` with for a send or receive,
 // or null to pass the call through. The rule: the data is not contiguous, its
 // mean contiguous block is at most VENEER_P2P_MAX_BLOCK bytes (the library's
 // own copy loop is competitive for large blocks and avoids our extra copy), and
-// the message fits VENEER_P2P_MAX_BYTES and an int byte count.
+// the message is at least VENEER_P2P_MIN_BYTES and fits VENEER_P2P_MAX_BYTES and an int byte count.
 inline std::shared_ptr<const datatypes::Layout> p2p_layout(const void* buf, int count, MPI_Datatype type, int peer) {
   const Config& c = config();
   if (!c.enabled || !c.datatypes || !c.p2p || count <= 0 || peer == MPI_PROC_NULL) return nullptr;
@@ -60,7 +61,8 @@ inline std::shared_ptr<const datatypes::Layout> p2p_layout(const void* buf, int 
   auto layout = datatypes::lookup(type);
   if (!layout) return nullptr;
   const int64_t bytes = layout->size * count;
-  if (bytes > c.p2p_max_bytes || bytes > INT_MAX || layout->mean_block() > c.p2p_max_block) return nullptr;
+  if (bytes < c.p2p_min_bytes || bytes > c.p2p_max_bytes || bytes > INT_MAX || layout->mean_block() > c.p2p_max_block)
+    return nullptr;
   if (!cpu_accessible(offset_ptr(buf, layout->true_lb))) return nullptr;
   return layout;
 }
