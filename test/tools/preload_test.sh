@@ -18,7 +18,7 @@ pl() {
 run() {  # run OUTFILE [PRELOAD]
   out=$1; shift
   if [ $# -gt 0 ]; then
-    VENEER_TEST_LAUNCH_FLAGS="$(pl "$1")" VENEER_REPORT=1 "$run_mpi" $np "$app" >"$out" 2>"$out.err" || { cat "$out" "$out.err"; exit 1; }
+    VENEER_TEST_LAUNCH_FLAGS="$(pl "$1")" VENEER_REPORT=1 VENEER_P2P_MIN_BYTES=0 "$run_mpi" $np "$app" >"$out" 2>"$out.err" || { cat "$out" "$out.err"; exit 1; }
   else
     "$run_mpi" $np "$app" >"$out" 2>"$out.err" || { cat "$out" "$out.err"; exit 1; }
   fi
