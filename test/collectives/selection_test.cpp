@@ -115,7 +115,9 @@ TEST(Selection, ForcedChoicesAndTheirLimits) {
   EXPECT_EQ(ring.algorithm->name, "ring");
   // Ring needs a commutative op: forced anyway, it falls back to the library.
   s.commutative = false;
-  auto refused = alg::choose(s, with_rules(Collective::allreduce, "0-inf:ring"), m);
+  // (A Choice points into its Tuning's rules: keep the Tuning alive while reading its reason.)
+  const alg::Tuning ring_only = with_rules(Collective::allreduce, "0-inf:ring");
+  auto refused = alg::choose(s, ring_only, m);
   EXPECT_EQ(refused.algorithm, nullptr);
   EXPECT_NE(alg::reason(refused, s).find("commutative"), std::string::npos) << alg::reason(refused, s);
   // Lanes needs equal nodes.
@@ -125,7 +127,8 @@ TEST(Selection, ForcedChoicesAndTheirLimits) {
   EXPECT_EQ(alg::choose(s, with_rules(Collective::allreduce, "0-inf:lanes"), m).algorithm, nullptr);
   // Rules cover sizes: outside 0-4k the defaults apply.
   s = many_nodes(1 << 20, true);
-  auto outside = alg::choose(s, with_rules(Collective::allreduce, "0-4k:ring"), m);
+  const alg::Tuning small_ring = with_rules(Collective::allreduce, "0-4k:ring");
+  auto outside = alg::choose(s, small_ring, m);
   EXPECT_EQ(alg::reason(outside, s).find("VENEER_ALLREDUCE"), std::string::npos) << alg::reason(outside, s);
   EXPECT_EQ(alg::choose(s, with_rules(Collective::allreduce, "0-inf:library"), m).algorithm, nullptr);
 }

@@ -355,7 +355,8 @@ TEST(Model, ForcedRulesStillWin) {
   // A forced algorithm that is not eligible: the library, as before.
   alg::Shape noncommutative = s;
   noncommutative.commutative = false;
-  auto refused = alg::choose(noncommutative, rules(Collective::allreduce, "0-inf:ring"), m);
+  const alg::Tuning ring_only = rules(Collective::allreduce, "0-inf:ring");  // outlives the Choice's rule pointer
+  auto refused = alg::choose(noncommutative, ring_only, m);
   EXPECT_EQ(name(refused), "library");
   EXPECT_EQ(refused.decision, alg::Decision::forced_ineligible);
   EXPECT_NE(alg::reason(refused, noncommutative).find("commutative"), std::string::npos);
