@@ -8,6 +8,9 @@
 #ifndef VENEER_DEFAULT_P2P_MAX_BLOCK
 #define VENEER_DEFAULT_P2P_MAX_BLOCK 64
 #endif
+#ifndef VENEER_DEFAULT_P2P_MIN_BYTES
+#define VENEER_DEFAULT_P2P_MIN_BYTES 65536
+#endif
 
 namespace veneer {
 
@@ -41,10 +44,11 @@ struct Config {
   int64_t p2p_max_bytes = int64_t{256} << 20;
   // Smallest message (bytes) taken over (VENEER_P2P_MIN_BYTES). Below it the
   // cost per message of staging and tracking a request outweighs the faster
-  // packing: a halo exchange of 4.6 KB faces of single doubles ran at 0.5-0.8x
-  // of the library when taken over (both MPIs), while ping-pongs of 64 KiB
-  // and more gained (MPICH 1.9-7x, Open MPI about 1.07x at 8-byte blocks).
-  int64_t p2p_min_bytes = int64_t{64} << 10;
+  // packing. Halo exchanges of single-double faces (26 neighbours, 2 ranks)
+  // taken over: 4.6 KB faces 0.5-0.8x of the library on both MPIs; 18 KB
+  // faces 1.04-1.37x on Open MPI but 0.82-0.85x on MPICH; 32 KB faces 1.15-1.19x
+  // on Open MPI; 73 KB faces 1.33-1.39x on MPICH. Hence 16 KiB / 64 KiB.
+  int64_t p2p_min_bytes = VENEER_DEFAULT_P2P_MIN_BYTES;
   // Alltoallv/w take-over rule, same meaning (VENEER_ALLTOALL_MAX_BLOCK).
   int64_t alltoall_max_block = VENEER_DEFAULT_P2P_MAX_BLOCK;
   ThresholdOrigin alltoall_max_block_origin = ThresholdOrigin::built_in;
