@@ -25,6 +25,23 @@ std::string percent_text(double spread) {
   return text;
 }
 
+// Between two measured sizes, the library is replaced only where the
+// candidate beat it (beyond both spreads) at the measured sizes on either
+// side: interpolating two curves that cross can put a winner where neither
+// point says it wins (allreduce at 256 KiB between 128 KiB and 512 KiB).
+bool wins_on_both_sides(const Shape& s, const Algorithm* a, const CostModel& m, const MeasuredSeries& series) {
+  const auto& sizes = series.bytes;
+  const auto above = std::upper_bound(sizes.begin(), sizes.end(), s.bytes);
+  if (above == sizes.begin() || above == sizes.end() || *(above - 1) == s.bytes) return true;
+  for (int64_t bytes : {*(above - 1), *above}) {
+    Shape at = s;
+    at.bytes = bytes;
+    const Prediction mine = predict(at, a, m, &series), library = predict(at, nullptr, m, &series);
+    if (mine.known() && library.known() && !beats_library(mine, library, at, m)) return false;
+  }
+  return true;
+}
+
 std::string name_of(const Algorithm* a) { return a ? std::string(a->name) : std::string("library"); }
 
 std::array<std::atomic<uint64_t>, source_count> g_by_source{};
@@ -114,6 +131,11 @@ Choice decide(const Shape& s, const Tuning& t, const CostModel& m) {
   } else if (allows(rule, "library") && !beats_library(best_time, library, s, m)) {
     c.decision = Decision::library_kept;
     take_library(c);
+  } else if (allows(rule, "library") && series && best_time.source == Source::interpolated &&
+             !wins_on_both_sides(s, best, m, *series)) {
+    c.decision = Decision::library_kept;
+    c.lost_at_a_neighbour = true;
+    take_library(c);
   } else {
     c.decision = Decision::model;
     take(c, best, best_time);
@@ -147,6 +169,10 @@ std::string reason(const Choice& c, const Shape& s) {
     }
     case Decision::no_eligible: return "no eligible algorithm under " + rule + ": library";
     case Decision::library_kept:
+      if (c.lost_at_a_neighbour)
+        return "measured times under " + rule + ": " + name_of(c.best) + " interpolated at " +
+               seconds_text(c.best_seconds) + " against the library's " + seconds_text(c.library_seconds) +
+               ", but not faster beyond their spreads at a measured size on either side: library";
       if (c.from_measurements)
         return "measured times under " + rule + ": best, " + name_of(c.best) + " at " + seconds_text(c.best_seconds) +
                ", not faster than the library's " + seconds_text(c.library_seconds) + " (" + source +

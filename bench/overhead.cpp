@@ -4,8 +4,9 @@
 // the library underneath. Each case is timed both ways in interleaved batches
 // within one run (the same buffers, the same partner), and the medians give
 // nanoseconds per call and Veneer's overhead. The calls are ones Veneer hands
-// to the library: contiguous data, small faces that are one contiguous run, a
-// 4-byte allreduce the selector leaves to the library.
+// to the library (contiguous sends, a 4-byte allreduce the selector leaves to
+// the library) and MPI_Pack/Unpack of one contiguous run, which Veneer copies
+// itself with one memcpy (a negative overhead is Veneer being faster).
 //
 //   mpirun -np 2 build/bench/veneer-bench-overhead [--repetitions R] [--seconds S] [--json FILE]
 //
@@ -163,6 +164,17 @@ int main(int argc, char** argv) {
                      int pos = 0;
                      (v ? MPI_Pack : PMPI_Pack)(grid.data(), 1, face_2k, packed.data(),
                                                 static_cast<int>(packed.size()), &pos, MPI_COMM_WORLD);
+                   }, [] {}});
+  cases.push_back({"unpack 2 KiB face (one run)", false, [&](bool v) {
+                     int pos = 0;
+                     (v ? MPI_Unpack : PMPI_Unpack)(packed.data(), static_cast<int>(packed.size()), &pos,
+                                                    grid.data(), 1, face_2k, MPI_COMM_WORLD);
+                   }, [] {}});
+  std::vector<char> big(1 << 20, 1), big_packed(1 << 20);
+  cases.push_back({"pack 1 MiB bytes", false, [&](bool v) {
+                     int pos = 0;
+                     (v ? MPI_Pack : PMPI_Pack)(big.data(), 1 << 20, MPI_BYTE, big_packed.data(), 1 << 20, &pos,
+                                                MPI_COMM_WORLD);
                    }, [] {}});
   if (pairs) {
     // Rank 0 sends (through Veneer or not) and receives the reply from the

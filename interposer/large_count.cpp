@@ -29,7 +29,7 @@ bool fits_int(MPI_Count n) { return n >= INT_MIN && n <= INT_MAX; }
 
 // MPI_Pack/MPI_Unpack's take-over rule (interposer/pack.cpp) in 64 bits: the
 // layout to pack `count` instances of `type` with, or null to pass through.
-const datatypes::Layout* pack_layout(const void* user_buf, MPI_Count count, MPI_Datatype type, MPI_Count size,
+const datatypes::Layout* pack_layout(MPI_Count count, MPI_Datatype type, MPI_Count size,
                                      const MPI_Count* position, MPI_Comm comm) {
   const Config& c = config();
   if (!c.enabled || !c.datatypes || !c.pack || count < 0 || size < 0 || !position || *position < 0 ||
@@ -41,9 +41,6 @@ const datatypes::Layout* pack_layout(const void* user_buf, MPI_Count count, MPI_
   if (__builtin_mul_overflow(layout->size, count, &bytes) || __builtin_add_overflow(*position, bytes, &end) ||
       end > size)
     return nullptr;  // the library reports the error
-  // One contiguous run: the library's memcpy (zero bytes and MPI_BOTTOM stay, as in pack.cpp).
-  if (bytes > 0 && user_buf != MPI_BOTTOM && (layout->contiguous || (count == 1 && layout->block_count == 1)))
-    return nullptr;
   return layout;
 }
 
@@ -57,7 +54,7 @@ extern "C" int MPI_Pack_c(const void* inbuf, MPI_Count incount, MPI_Datatype typ
     *position = at;
     return rc;
   }
-  const datatypes::Layout* layout = outbuf ? pack_layout(inbuf, incount, type, outsize, position, comm) : nullptr;
+  const datatypes::Layout* layout = outbuf ? pack_layout(incount, type, outsize, position, comm) : nullptr;
   if (layout && !cpu_accessible(outbuf, offset_ptr(inbuf, layout->true_lb))) layout = nullptr;
   if (!layout) {
     counters().add(Counter::pack_passed);
@@ -79,7 +76,7 @@ extern "C" int MPI_Unpack_c(const void* inbuf, MPI_Count insize, MPI_Count* posi
     *position = at;
     return rc;
   }
-  const datatypes::Layout* layout = inbuf ? pack_layout(outbuf, outcount, type, insize, position, comm) : nullptr;
+  const datatypes::Layout* layout = inbuf ? pack_layout(outcount, type, insize, position, comm) : nullptr;
   if (layout && !cpu_accessible(inbuf, offset_ptr(outbuf, layout->true_lb))) layout = nullptr;
   if (!layout) {
     counters().add(Counter::unpack_passed);

@@ -326,6 +326,31 @@ TEST(Model, TheLibraryKeepsCallsWithinTheSpread) {
   EXPECT_EQ(name(alg::choose(one_node(4096), t, profile_with(11e-6, 0, 0))), "library");
 }
 
+// Curves that cross between two measured sizes: two_level wins at 512 KiB
+// only, yet interpolation puts it ahead at 256 KiB; the library keeps the
+// call there (it did not lose at 128 KiB), and two_level keeps the sizes
+// between points where it won on both sides.
+TEST(Model, BetweenPointsTheWinnerMustWinOnBothSides) {
+  topo::Profile p;
+  p.fingerprint = here();
+  p.collectives.push_back(point("allreduce", 128 << 10, {{"library", 100e-6, 0.02}, {"two_level", 101e-6, 0.02}}));
+  p.collectives.push_back(point("allreduce", 512 << 10, {{"library", 400e-6, 0.02}, {"two_level", 200e-6, 0.02}}));
+  p.collectives.push_back(point("allreduce", 2 << 20, {{"library", 1600e-6, 0.02}, {"two_level", 800e-6, 0.02}}));
+  const alg::CostModel m = alg::cost_model_from_profile(p);
+  const alg::Tuning t = defaults();
+  const auto at = [&](int64_t bytes) { return alg::choose(one_node(bytes), t, m); };
+  auto crossing = at(256 << 10);
+  EXPECT_EQ(name(crossing), "library") << alg::reason(crossing, one_node(256 << 10));
+  EXPECT_TRUE(crossing.lost_at_a_neighbour);
+  EXPECT_EQ(crossing.best, alg::find_algorithm(Collective::allreduce, "two_level"));
+  EXPECT_LT(crossing.best_seconds, crossing.library_seconds);  // the interpolation alone would have taken it
+  EXPECT_NE(alg::reason(crossing, one_node(256 << 10)).find("either side"), std::string::npos);
+  auto won_both = at(1 << 20);
+  EXPECT_EQ(name(won_both), "two_level") << alg::reason(won_both, one_node(1 << 20));
+  EXPECT_EQ(won_both.source, Source::interpolated);
+  EXPECT_EQ(name(at(512 << 10)), "two_level");  // measured: no neighbours asked
+}
+
 TEST(Model, LibraryFastestMeansLibrary) {
   topo::Profile p;
   p.fingerprint = here();
