@@ -239,7 +239,11 @@ ProfileInfo load_profile(MPI_Comm comm, bool enabled) {
       // The send/receive and Alltoallv/w take-over thresholds (same value: both pack, move bytes, unpack).
       const std::optional<int64_t> max_block =
           shared.profile->p2p ? shared.profile->p2p->takeover_max_block() : std::nullopt;
-      set_profile_thresholds(max_block, max_block);
+      // MPI_Pack's own: the "pack" table's threshold, when measured.
+      const std::optional<int64_t> pack_max_block =
+          shared.profile->p2p && shared.profile->p2p->pack ? std::optional<int64_t>(shared.profile->p2p->pack->max_block)
+                                                           : std::nullopt;
+      set_profile_thresholds(max_block, max_block, pack_max_block);
       installed = true;
     } else {
       info.status = ProfileStatus::corrupt;

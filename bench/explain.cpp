@@ -20,6 +20,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -79,6 +80,12 @@ void print_p2p(const veneer::algorithms::ProfileInfo& info) {
               std::string(veneer::origin_name(c.p2p_max_block_origin, "VENEER_P2P_MAX_BLOCK")).c_str(),
               static_cast<long long>(c.alltoall_max_block),
               std::string(veneer::origin_name(c.alltoall_max_block_origin, "VENEER_ALLTOALL_MAX_BLOCK")).c_str());
+  const std::string pack_limit = c.pack_max_block == std::numeric_limits<int64_t>::max()
+                                     ? std::string("any mean block")
+                                     : "a mean block <= " + std::to_string(c.pack_max_block) + " B";
+  std::printf("MPI_Pack/Unpack take-over: one contiguous run always (a memcpy); several runs with %s (%s)\n",
+              pack_limit.c_str(),
+              std::string(veneer::origin_name(c.pack_max_block_origin, "VENEER_PACK_MAX_BLOCK")).c_str());
   if (!info.loaded()) return;
   const veneer::topology::Fingerprint here = veneer::topology::current_fingerprint();
   const veneer::topology::ProfileCheck check = veneer::topology::read_profile(info.path, &here);

@@ -53,6 +53,8 @@ struct Layout {
   int64_t block_count = 0;  // contiguous blocks per instance
   // Mean contiguous block in bytes (size / block_count), for the take-over rules.
   int64_t mean_block() const { return block_count ? size / block_count : 0; }
+  // `count` instances are one contiguous run of bytes, starting at true_lb.
+  bool one_run(int64_t count) const { return contiguous || (count == 1 && block_count == 1); }
   std::string describe() const;  // human-readable, for logs and failing tests
 };
 

@@ -41,6 +41,8 @@ const datatypes::Layout* pack_layout(MPI_Count count, MPI_Datatype type, MPI_Cou
   if (__builtin_mul_overflow(layout->size, count, &bytes) || __builtin_add_overflow(*position, bytes, &end) ||
       end > size)
     return nullptr;  // the library reports the error
+  // Several runs of large blocks: the library where the profile measured no gain (as in pack.cpp).
+  if (!layout->one_run(count) && layout->mean_block() > c.pack_max_block) return nullptr;
   return layout;
 }
 

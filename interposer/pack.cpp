@@ -32,8 +32,7 @@ enum class Quick { library, copy, full };
   const datatypes::Layout* layout = nullptr;
   if (!datatypes::peek_front(type, &layout)) return Quick::full;  // not seen on this thread yet: the full rules decide
   if (!layout) return Quick::library;
-  if (count > 0 && layout->size > 0 && user_buf != MPI_BOTTOM &&
-      (layout->contiguous || (count == 1 && layout->block_count == 1))) {
+  if (count > 0 && layout->size > 0 && user_buf != MPI_BOTTOM && layout->one_run(count)) {
     *run = layout;
     return Quick::copy;
   }
@@ -63,6 +62,8 @@ const datatypes::Layout* pack_layout(int count, MPI_Datatype type, int size, con
   const datatypes::Layout* layout = datatypes::peek(type);
   if (!layout || layout->size < 0) return nullptr;
   if (int64_t{*position} + layout->size * count > int64_t{size}) return nullptr;
+  // Several runs of large blocks: the library where the profile measured no gain.
+  if (!layout->one_run(count) && layout->mean_block() > c.pack_max_block) return nullptr;
   return layout;
 }
 // MPI_Pack / MPI_Unpack where either buffer is device memory. Returns false

@@ -1,6 +1,7 @@
 #include "interposer/report.h"
 
 #include <cstdio>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -72,11 +73,15 @@ void print_report() {
     // Which model decided: the machine profile (or why not), and where the chosen times came from.
     const std::string profile = algorithms::profile_info().describe();
     std::fprintf(out, "  %-28s %s\n", "model", profile.c_str());
-    std::fprintf(out, "  %-28s p2p %lld B (%s), alltoallv/w %lld B (%s)\n", "take-over max block",
+    std::fprintf(out, "  %-28s p2p %lld B (%s), alltoallv/w %lld B (%s), pack %s (%s)\n", "take-over max block",
                  static_cast<long long>(cfg.p2p_max_block),
                  std::string(origin_name(cfg.p2p_max_block_origin, "VENEER_P2P_MAX_BLOCK")).c_str(),
                  static_cast<long long>(cfg.alltoall_max_block),
-                 std::string(origin_name(cfg.alltoall_max_block_origin, "VENEER_ALLTOALL_MAX_BLOCK")).c_str());
+                 std::string(origin_name(cfg.alltoall_max_block_origin, "VENEER_ALLTOALL_MAX_BLOCK")).c_str(),
+                 cfg.pack_max_block == std::numeric_limits<int64_t>::max()
+                     ? "any block"
+                     : (std::to_string(cfg.pack_max_block) + " B").c_str(),
+                 std::string(origin_name(cfg.pack_max_block_origin, "VENEER_PACK_MAX_BLOCK")).c_str());
     const std::string sources = algorithms::decision_counts_text(algorithms::decision_counts());
     // Every rank decides alike, so rank 0's decisions speak for all.
     std::fprintf(out, "  %-28s %s\n", cfg.report == 2 ? "decisions by source" : "decisions by source, rank 0",

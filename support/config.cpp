@@ -81,7 +81,9 @@ Config parse_config(const char* (*env)(const char*)) {
   // A threshold the user set (and that reads as a size) is theirs: a profile does not replace it.
   for (auto [name, value, origin] : {std::tuple{"VENEER_P2P_MAX_BLOCK", &c.p2p_max_block, &c.p2p_max_block_origin},
                                      std::tuple{"VENEER_ALLTOALL_MAX_BLOCK", &c.alltoall_max_block,
-                                                &c.alltoall_max_block_origin}}) {
+                                                &c.alltoall_max_block_origin},
+                                     std::tuple{"VENEER_PACK_MAX_BLOCK", &c.pack_max_block,
+                                                &c.pack_max_block_origin}}) {
     if (auto parsed = env(name) ? parse_size(env(name)) : std::nullopt) {
       *value = *parsed;
       *origin = ThresholdOrigin::environment;
@@ -113,7 +115,7 @@ Config parse_config(const char* (*env)(const char*)) {
 namespace {
 // The profile's thresholds, kept so that re-reading the environment after
 // MPI_Init (tools and tests do) does not lose them.
-std::optional<int64_t> g_profile_p2p_max_block, g_profile_alltoall_max_block;
+std::optional<int64_t> g_profile_p2p_max_block, g_profile_alltoall_max_block, g_profile_pack_max_block;
 
 void apply_profile_thresholds(Config& c) {
   const Config defaults;
@@ -125,6 +127,7 @@ void apply_profile_thresholds(Config& c) {
   apply(g_profile_p2p_max_block, defaults.p2p_max_block, c.p2p_max_block, c.p2p_max_block_origin);
   apply(g_profile_alltoall_max_block, defaults.alltoall_max_block, c.alltoall_max_block,
         c.alltoall_max_block_origin);
+  apply(g_profile_pack_max_block, defaults.pack_max_block, c.pack_max_block, c.pack_max_block_origin);
 }
 }  // namespace
 
@@ -134,9 +137,11 @@ void reload_config() {
   g_config = c;
 }
 
-void set_profile_thresholds(std::optional<int64_t> p2p_max_block, std::optional<int64_t> alltoall_max_block) {
+void set_profile_thresholds(std::optional<int64_t> p2p_max_block, std::optional<int64_t> alltoall_max_block,
+                            std::optional<int64_t> pack_max_block) {
   g_profile_p2p_max_block = p2p_max_block;
   g_profile_alltoall_max_block = alltoall_max_block;
+  g_profile_pack_max_block = pack_max_block;
   apply_profile_thresholds(g_config);
 }
 

@@ -1,6 +1,7 @@
 #pragma once
 // The run-time switchboard: every VENEER_* environment variable, read once.
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -52,6 +53,14 @@ struct Config {
   // Alltoallv/w take-over rule, same meaning (VENEER_ALLTOALL_MAX_BLOCK).
   int64_t alltoall_max_block = VENEER_DEFAULT_P2P_MAX_BLOCK;
   ThresholdOrigin alltoall_max_block_origin = ThresholdOrigin::built_in;
+  // MPI_Pack/MPI_Unpack take-over rule for types of several contiguous runs:
+  // a mean block of at most this many bytes (VENEER_PACK_MAX_BLOCK). Without
+  // a profile, every decoded type (Veneer's packer was measured as fast or
+  // faster at every block size: README's packing table); a calibrated
+  // profile's "pack" section replaces it. One contiguous run is always copied
+  // by Veneer (a memcpy without the library's fixed cost).
+  int64_t pack_max_block = std::numeric_limits<int64_t>::max();
+  ThresholdOrigin pack_max_block_origin = ThresholdOrigin::built_in;
   // Bytes of freed staging buffers kept for reuse (VENEER_STAGING_POOL).
   int64_t staging_pool = int64_t{64} << 20;
   // Packing uses streaming (non-temporal) stores when the bytes it touches,
@@ -88,7 +97,8 @@ void reload_config();
 // its variable; remembered across reload_config(). Called at MPI_Init (after
 // reload_config()) on every rank with the same values; not while other
 // threads make MPI calls.
-void set_profile_thresholds(std::optional<int64_t> p2p_max_block, std::optional<int64_t> alltoall_max_block);
+void set_profile_thresholds(std::optional<int64_t> p2p_max_block, std::optional<int64_t> alltoall_max_block,
+                            std::optional<int64_t> pack_max_block = std::nullopt);
 // "profile", "built-in default" or the variable's name, for the report.
 std::string_view origin_name(ThresholdOrigin origin, std::string_view variable);
 

@@ -8,9 +8,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <limits>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -164,6 +166,7 @@ class ProfileLoading : public ::testing::Test {
     PMPI_Barrier(MPI_COMM_WORLD);
     unsetenv("VENEER_P2P_MAX_BLOCK");
     unsetenv("VENEER_ALLTOALL_MAX_BLOCK");
+    unsetenv("VENEER_PACK_MAX_BLOCK");
     reload_config();
     setenv("VENEER_PROFILE", "off", 1);  // back to the defaults for the next test
     alg::load_profile(MPI_COMM_WORLD);
@@ -385,6 +388,66 @@ TEST_F(ProfileLoading, UsersThresholdWinsOverTheProfile) {
   EXPECT_EQ(c.alltoall_max_block, 4096);  // the variable not set: the profile's
   EXPECT_EQ(c.alltoall_max_block_origin, ThresholdOrigin::profile);
   if (world_size() >= 2) EXPECT_FALSE(send_strided_16());
+}
+
+// Packs `count` doubles in blocks of `block` doubles (stride twice the block)
+// through MPI_Pack, checks the bytes against the library's, and says whether
+// Veneer took the call.
+bool pack_taken(int block, int count = 1) {
+  MPI_Datatype vec;
+  if (block > 0) {
+    PMPI_Type_vector(8, block, 2 * block, MPI_DOUBLE, &vec);
+  } else {
+    PMPI_Type_contiguous(16, MPI_DOUBLE, &vec);  // one run of 128 bytes
+  }
+  MPI_Type_commit(&vec);
+  std::vector<double> src(static_cast<size_t>(16 * std::max(block, 1) * count + 64));
+  for (size_t i = 0; i < src.size(); ++i) src[i] = 0.25 * static_cast<double>(i);
+  int bytes = 0;
+  PMPI_Pack_size(count, vec, MPI_COMM_WORLD, &bytes);
+  std::vector<char> mine(static_cast<size_t>(bytes)), ref(static_cast<size_t>(bytes));
+  int pos = 0, ref_pos = 0;
+  const uint64_t before = counters().get(Counter::pack_taken);
+  EXPECT_EQ(MPI_Pack(src.data(), count, vec, mine.data(), bytes, &pos, MPI_COMM_WORLD), MPI_SUCCESS);
+  const bool taken = counters().get(Counter::pack_taken) > before;
+  PMPI_Pack(src.data(), count, vec, ref.data(), bytes, &ref_pos, MPI_COMM_WORLD);
+  EXPECT_EQ(pos, ref_pos);
+  EXPECT_EQ(mine, ref) << "block " << block;
+  MPI_Type_free(&vec);
+  return taken;
+}
+
+TEST_F(ProfileLoading, PackSectionSetsThePackThreshold) {
+  const std::string plain = file("no-p2p.json", topo::profile_text(profile_where("library")));
+  ASSERT_EQ(load(plain).info.status, ProfileStatus::loaded);
+  EXPECT_EQ(config().pack_max_block, std::numeric_limits<int64_t>::max());
+  EXPECT_EQ(config().pack_max_block_origin, ThresholdOrigin::built_in);
+  EXPECT_TRUE(pack_taken(2));
+  EXPECT_TRUE(pack_taken(16));  // without a profile every decoded type is packed by Veneer
+  // The profile's pack table measured a gain up to 64-byte blocks.
+  const std::string path = file("p2p.json", topo::profile_text(profile_with_p2p(4096)));
+  ASSERT_EQ(load(path).info.status, ProfileStatus::loaded);
+  EXPECT_EQ(config().pack_max_block, 64);
+  EXPECT_EQ(config().pack_max_block_origin, ThresholdOrigin::profile);
+  long long mine = config().pack_max_block, lo = 0, hi = 0;
+  PMPI_Allreduce(&mine, &lo, 1, MPI_LONG_LONG, MPI_MIN, MPI_COMM_WORLD);
+  PMPI_Allreduce(&mine, &hi, 1, MPI_LONG_LONG, MPI_MAX, MPI_COMM_WORLD);
+  EXPECT_EQ(lo, hi) << "ranks disagree on the pack threshold";
+  EXPECT_TRUE(pack_taken(2));    // 16-byte blocks
+  EXPECT_TRUE(pack_taken(8));    // 64-byte blocks
+  EXPECT_FALSE(pack_taken(16));  // 128-byte blocks: the library's
+  EXPECT_TRUE(pack_taken(0));    // one run of 128 bytes: always a memcpy of Veneer's
+  EXPECT_TRUE(pack_taken(0, 3));
+  // The user's variable wins.
+  setenv("VENEER_PACK_MAX_BLOCK", "inf", 1);
+  reload_config();
+  EXPECT_EQ(config().pack_max_block_origin, ThresholdOrigin::environment);
+  EXPECT_TRUE(pack_taken(16));
+  unsetenv("VENEER_PACK_MAX_BLOCK");
+  reload_config();
+  EXPECT_FALSE(pack_taken(16));
+  ASSERT_EQ(load(plain).info.status, ProfileStatus::loaded);
+  EXPECT_EQ(config().pack_max_block_origin, ThresholdOrigin::built_in);
 }
 
 }  // namespace

@@ -169,10 +169,33 @@ class ProfileThresholds : public ::testing::Test {
   void TearDown() override {
     unsetenv("VENEER_P2P_MAX_BLOCK");
     unsetenv("VENEER_ALLTOALL_MAX_BLOCK");
+    unsetenv("VENEER_PACK_MAX_BLOCK");
     set_profile_thresholds(std::nullopt, std::nullopt);
     reload_config();
   }
 };
+
+TEST_F(ProfileThresholds, PackThresholdIsUnlimitedUntilAProfileOrTheUserSaysOtherwise) {
+  unsetenv("VENEER_PACK_MAX_BLOCK");
+  reload_config();
+  EXPECT_EQ(config().pack_max_block, std::numeric_limits<int64_t>::max());
+  EXPECT_EQ(config().pack_max_block_origin, ThresholdOrigin::built_in);
+  set_profile_thresholds(512, 256, 128);
+  EXPECT_EQ(config().pack_max_block, 128);
+  EXPECT_EQ(config().pack_max_block_origin, ThresholdOrigin::profile);
+  reload_config();
+  EXPECT_EQ(config().pack_max_block, 128);
+  setenv("VENEER_PACK_MAX_BLOCK", "1k", 1);
+  reload_config();
+  EXPECT_EQ(config().pack_max_block, 1024);
+  EXPECT_EQ(origin_name(config().pack_max_block_origin, "VENEER_PACK_MAX_BLOCK"), "VENEER_PACK_MAX_BLOCK");
+  unsetenv("VENEER_PACK_MAX_BLOCK");
+  reload_config();
+  EXPECT_EQ(config().pack_max_block, 128);
+  set_profile_thresholds(512, 256);  // a profile without a pack table
+  EXPECT_EQ(config().pack_max_block, std::numeric_limits<int64_t>::max());
+  EXPECT_EQ(config().pack_max_block_origin, ThresholdOrigin::built_in);
+}
 
 TEST_F(ProfileThresholds, ProfileReplacesTheDefaultAndNulloptRestoresIt) {
   unsetenv("VENEER_P2P_MAX_BLOCK");
