@@ -11,7 +11,9 @@ program types_test
   integer :: status(MPI_STATUS_SIZE), statuses(MPI_STATUS_SIZE, 4), reqs(4), index
   double precision :: sbuf(2 * n), rbuf(2 * n), rbuf2(2 * n), contig(n), packed(n), sums(1000)
   integer :: isend(span), irecv(span), imax(3)
-  logical :: done
+  logical :: done, lflags(2)
+  integer :: pairs(2, 2), abs_send, abs_recv
+  integer(kind=MPI_ADDRESS_KIND) :: at(1)
 
   call MPI_Init(ierr)
   call MPI_Comm_rank(MPI_COMM_WORLD, rank, ierr)
@@ -102,6 +104,20 @@ program types_test
   call check_vector(rbuf, right, 'irecv + test')
   call MPI_Wait(reqs(2), MPI_STATUS_IGNORE, ierr)
 
+  ! 3b. Sendrecv at MPI_BOTTOM: types holding the buffers' absolute addresses.
+  rbuf = -1d0
+  call MPI_Get_address(sbuf(1), at(1), ierr)
+  call MPI_Type_create_hindexed(1, [1], at, vec, abs_send, ierr)
+  call MPI_Get_address(rbuf(1), at(1), ierr)
+  call MPI_Type_create_hindexed(1, [1], at, vec, abs_recv, ierr)
+  call MPI_Type_commit(abs_send, ierr)
+  call MPI_Type_commit(abs_recv, ierr)
+  call MPI_Sendrecv(MPI_BOTTOM, 1, abs_send, right, 8, MPI_BOTTOM, 1, abs_recv, left, 8, MPI_COMM_WORLD, status, ierr)
+  call check(ierr == MPI_SUCCESS .and. status(MPI_SOURCE) == left .and. status(MPI_TAG) == 8, 'sendrecv status')
+  call check_vector(rbuf, left, 'sendrecv at MPI_BOTTOM')
+  call MPI_Type_free(abs_send, ierr)
+  call MPI_Type_free(abs_recv, ierr)
+
   ! 4. Pack / Unpack: the packed stream is the vector's doubles in order.
   position = 0
   call MPI_Pack(sbuf, 1, vec, packed, 8 * n, position, MPI_COMM_WORLD, ierr)
@@ -132,6 +148,15 @@ program types_test
   call MPI_Allreduce(contig, rbuf, 4, MPI_DOUBLE_PRECISION, MPI_SUM, MPI_COMM_WORLD, ierr)
   call check(all(rbuf(1:4) == [dble(nranks * (nranks - 1) / 2), dble(nranks), 2d0 * nranks, 3d0 * nranks]), &
              'allreduce sum out of place')
+
+  lflags = [rank >= 0, rank == 0]
+  call MPI_Allreduce(MPI_IN_PLACE, lflags, 2, MPI_LOGICAL, MPI_LAND, MPI_COMM_WORLD, ierr)
+  call check(lflags(1) .and. .not. lflags(2), 'allreduce land of logicals')
+  pairs(:, 1) = [10 * rank, rank]
+  pairs(:, 2) = [5, rank]
+  call MPI_Allreduce(MPI_IN_PLACE, pairs, 2, MPI_2INTEGER, MPI_MAXLOC, MPI_COMM_WORLD, ierr)
+  call check(all(pairs(:, 1) == [10 * (nranks - 1), nranks - 1]) .and. all(pairs(:, 2) == [5, 0]), &
+             'allreduce maxloc of integer pairs')
 
   call MPI_Type_free(vec, ierr)
   call MPI_Type_free(idx, ierr)
