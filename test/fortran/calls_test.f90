@@ -1,4 +1,4 @@
-! The rest of the calls Veneer takes over, from `include 'mpif.h'`: Ssend,
+! The rest of the calls Veneer takes over, from `include 'mpif.h'`: Init_thread, Ssend,
 ! Rsend, Issend, Sendrecv_replace, Waitsome, Testsome, Testany, Testall,
 ! Request_get_status, Request_free, Cancel, Bcast, Reduce, Allgather,
 ! Alltoall, Alltoallv/w, Neighbor_alltoallv/w, Reduce_scatter(_block), each
@@ -7,7 +7,7 @@ program calls_test
   implicit none
   include 'mpif.h'
   integer, parameter :: n = 2048, maxr = 8
-  integer :: rank, nranks, ierr, left, right, vec, pair, i, j, k, outcount, index, ring
+  integer :: provided, rank, nranks, ierr, left, right, vec, pair, i, j, k, outcount, index, ring
   integer :: status(MPI_STATUS_SIZE), statuses(MPI_STATUS_SIZE, 4), reqs(4), indices(4)
   integer :: counts(maxr), displs(maxr), rcounts(maxr), rdispls(maxr), types(maxr), rtypes(maxr)
   integer :: ibuf(4 * maxr), iout(2 * maxr), ired(maxr), nsrc(2)
@@ -16,7 +16,9 @@ program calls_test
   logical :: flag, cancelled
   logical :: seen(4)
 
-  call MPI_Init(ierr)
+  rank = -1
+  call MPI_Init_thread(MPI_THREAD_FUNNELED, provided, ierr)
+  call check(ierr == MPI_SUCCESS .and. provided >= MPI_THREAD_SINGLE, 'init_thread')
   call MPI_Comm_rank(MPI_COMM_WORLD, rank, ierr)
   call MPI_Comm_size(MPI_COMM_WORLD, nranks, ierr)
   if (nranks > maxr) call check(.false., 'at most 8 ranks')
