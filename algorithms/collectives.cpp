@@ -55,7 +55,15 @@ TypeClass type_class(MPI_Datatype t) {
   if (t == MPI_FLOAT_INT || t == MPI_DOUBLE_INT || t == MPI_LONG_INT || t == MPI_2INT || t == MPI_SHORT_INT ||
       t == MPI_LONG_DOUBLE_INT)
     return TypeClass::pair;
-  return TypeClass::none;  // MPI_CHAR, Fortran types, ...: left to the library
+  // Fortran's named types (reductions combine with PMPI_Reduce_local, which knows them).
+  if (t == MPI_DATATYPE_NULL) return TypeClass::none;  // an optional type the library lacks is null
+  if (t == MPI_INTEGER || t == MPI_INTEGER1 || t == MPI_INTEGER2 || t == MPI_INTEGER4 || t == MPI_INTEGER8)
+    return TypeClass::integer;
+  if (t == MPI_REAL || t == MPI_DOUBLE_PRECISION || t == MPI_REAL4 || t == MPI_REAL8) return TypeClass::floating;
+  if (t == MPI_LOGICAL) return TypeClass::logical;
+  if (t == MPI_COMPLEX || t == MPI_DOUBLE_COMPLEX) return TypeClass::complex;
+  if (t == MPI_2INTEGER || t == MPI_2REAL || t == MPI_2DOUBLE_PRECISION) return TypeClass::pair;
+  return TypeClass::none;  // MPI_CHAR, MPI_CHARACTER, ...: left to the library
 }
 
 // nullopt: not a predefined op; else whether it is defined on types of class k.

@@ -8,6 +8,7 @@
 #include "datatypes/cache.h"
 #include "interposer/device.h"
 #include "interposer/forward.h"
+#include "interposer/init.h"
 #include "interposer/report.h"
 #include "interposer/requests.h"
 #include "support/config.h"
@@ -23,6 +24,7 @@ void collectives_stop();
 
 namespace {
 std::atomic<bool> g_started{false};
+std::atomic<bool> g_profiled{false};  // the profile was read (once per MPI_Init, whichever binding called it)
 
 void start() {
   bool expected = false;
@@ -42,6 +44,7 @@ void start() {
 // which a lone MPI_Type_commit may run).
 void start_with_profile() {
   start();
+  if (g_profiled.exchange(true)) return;  // MPICH's Fortran MPI_INIT reaches MPI_Init too
   // Collective choices and the send/receive thresholds both come from it.
   const Config& c = config();
   algorithms::load_profile(MPI_COMM_WORLD, c.enabled && (c.collectives || c.p2p || c.alltoall));
@@ -62,15 +65,23 @@ extern "C" int MPI_Init_thread(int* argc, char*** argv, int required, int* provi
   return rc;
 }
 
+namespace veneer {
+void after_init() { start_with_profile(); }
+
+void before_finalize() {
+  // Once: MPICH's Fortran MPI_FINALIZE reaches MPI_Finalize after Veneer's Fortran one ran this.
+  if (!g_started.exchange(false)) return;
+  requests::drain_detached();
+  print_report();
+  collectives_stop();
+  device::stop();
+  datatypes::cache_finalize();
+  staging_release_all();
+}
+}  // namespace veneer
+
 extern "C" int MPI_Finalize() {
-  if (g_started.load()) {
-    requests::drain_detached();
-    print_report();
-    collectives_stop();
-    device::stop();
-    datatypes::cache_finalize();
-    staging_release_all();
-  }
+  before_finalize();
   return next::Finalize();
 }
 

@@ -8,7 +8,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 jobs=${VENEER_JOBS:-2}
 
-packages=(build-essential cmake ninja-build pkg-config openmpi-bin libopenmpi-dev mpich libmpich-dev
+packages=(build-essential gfortran cmake ninja-build pkg-config openmpi-bin libopenmpi-dev mpich libmpich-dev
           libhwloc-dev hwloc libucx-dev libgtest-dev libgmock-dev libbenchmark-dev python3-matplotlib
           slurm-wlm munge)
 missing=()
