@@ -1,6 +1,6 @@
 // Several threads per rank under MPI_THREAD_MULTIPLE, each on its own
 // communicator: typed sends and receives of non-contiguous types (taken over
-// by Veneer), MPI_Pack/Unpack, collectives, and derived types created, used
+// by Veneer), MPI_Pack/Unpack, MPI_Alltoallw, collectives, and derived types created, used
 // and freed every round while the other threads look theirs up (the type
 // cache, its delete callback and the per-thread fronts). Every result is
 // checked against the library (PMPI_Pack/PMPI_Unpack) or a hand-written
@@ -233,6 +233,25 @@ void pack_round(MPI_Comm comm, int t, int r, MPI_Datatype type, int count, Failu
   if (back != lib_back) f.note(f.pack, "MPI_Unpack differs, thread " + std::to_string(t) + " round " + std::to_string(r));
 }
 
+// MPI_Alltoallw with the round's type (taken over: VENEER_ALLTOALL_MAX_BLOCK=1M)
+// against the library's own on the same buffers.
+void alltoallw_round(MPI_Comm comm, int t, int r, MPI_Datatype type, int count, Failures& f) {
+  const int me = rank_of(comm), p = size_of(comm);
+  const size_t span = span_of(type, count);
+  const auto src = bytes_of(span * static_cast<size_t>(p), seed_of(me, t, r, 5));
+  const auto fill = bytes_of(span * static_cast<size_t>(p), seed_of(me, t, r, 6));
+  auto ours = fill, lib = fill;
+  std::vector<int> counts(static_cast<size_t>(p), count), displs(static_cast<size_t>(p));
+  std::vector<MPI_Datatype> types(static_cast<size_t>(p), type);
+  for (int q = 0; q < p; ++q) displs[static_cast<size_t>(q)] = q * static_cast<int>(span);
+  if (MPI_Alltoallw(src.data(), counts.data(), displs.data(), types.data(), ours.data(), counts.data(), displs.data(),
+                    types.data(), comm) != MPI_SUCCESS)
+    f.note(f.calls, "alltoallw");
+  PMPI_Alltoallw(src.data(), counts.data(), displs.data(), types.data(), lib.data(), counts.data(), displs.data(),
+                 types.data(), comm);
+  if (ours != lib) f.note(f.collectives, "alltoallw differs, thread " + std::to_string(t) + " round " + std::to_string(r));
+}
+
 long value(int rank, int t, int r, long i) { return (rank + 1) * 1000003L + t * 7919L + r * 131L + i * 3L; }
 
 // Allreduce, Bcast, Reduce, Allgather, Reduce_scatter_block, Reduce_scatter
@@ -338,6 +357,7 @@ TEST(Threads, TypedTrafficPackAndCollectivesOnDistinctCommunicators) {
   for (auto& c : comms) MPI_Comm_dup(MPI_COMM_WORLD, &c);
   const uint64_t sends_before = counters().get(Counter::send_taken);
   const uint64_t packs_before = counters().get(Counter::pack_taken);
+  const uint64_t alltoalls_before = counters().get(Counter::alltoall_taken);
   Failures failures[kThreads];
   std::vector<std::thread> pool;
   for (int t = 0; t < kThreads; ++t) {
@@ -354,6 +374,7 @@ TEST(Threads, TypedTrafficPackAndCollectivesOnDistinctCommunicators) {
         const int count = 1 + r % 3;
         exchange(comms[t], t, r, type, count, f);
         pack_round(comms[t], t, r, type, count, f);
+        alltoallw_round(comms[t], t, r, type, count, f);
         // A duplicate of the shared type (known to Veneer through Type_dup), and the shared type itself.
         MPI_Datatype dup = MPI_DATATYPE_NULL;
         MPI_Type_dup(shared, &dup);
@@ -378,6 +399,7 @@ TEST(Threads, TypedTrafficPackAndCollectivesOnDistinctCommunicators) {
   if (veneer::config().report != 0 && veneer::config().enabled) {
     EXPECT_GT(counters().get(Counter::send_taken), sends_before) << "no send was taken over";
     EXPECT_GT(counters().get(Counter::pack_taken), packs_before) << "no pack was taken over";
+    EXPECT_GT(counters().get(Counter::alltoall_taken), alltoalls_before) << "no alltoallw was taken over";
   }
   for (auto& c : comms) MPI_Comm_free(&c);
   MPI_Type_free(&shared);
