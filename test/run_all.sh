@@ -67,8 +67,8 @@ echo "== configure $tsan (ThreadSanitizer)"
 cmake -S "$root" -B "$tsan" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DVENEER_SANITIZE=thread -DVENEER_BENCH=OFF \
   -DVENEER_CUDA=OFF >"$tsan.configure.log" 2>&1 || { cat "$tsan.configure.log"; exit 1; }
 echo "== build $tsan (thread tests only)"
-cmake --build "$tsan" -j"$jobs" --target threads_test threads_tsan_canary p2p_test collectives_selection_test \
-  device_mpi_test >"$tsan.build.log" 2>&1 || { tail -50 "$tsan.build.log"; exit 1; }
+cmake --build "$tsan" -j"$jobs" --target threads_test threads_late_start_test threads_tsan_canary p2p_test \
+  collectives_selection_test device_mpi_test >"$tsan.build.log" 2>&1 || { tail -50 "$tsan.build.log"; exit 1; }
 # Without address randomisation (setarch -R, inherited by mpirun's ranks): GCC 12's TSan
 # stops on kernels that randomise mappings with more bits than it expects.
 echo "== test: ThreadSanitizer (Open MPI)"
