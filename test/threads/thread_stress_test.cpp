@@ -155,8 +155,12 @@ uint32_t seed_of(int rank, int t, int r, int salt) {
   return static_cast<uint32_t>(((rank * 131 + t) * 1009 + r) * 17 + salt);
 }
 
-// One typed exchange around the ring of `comm`, in one of four ways.
-void exchange(MPI_Comm comm, int t, int r, MPI_Datatype type, int count, Failures& f) {
+// Send buffers of requests freed with MPI_Request_free: kept until a later
+// collective on the same communicator shows the receiver has the data.
+using Kept = std::vector<std::vector<unsigned char>>;
+
+// One typed exchange around the ring of `comm`, in one of five ways.
+void exchange(MPI_Comm comm, int t, int r, MPI_Datatype type, int count, Failures& f, Kept& kept) {
   const int me = rank_of(comm), p = size_of(comm);
   const int right = (me + 1) % p, left = (me + p - 1) % p;
   const size_t span = span_of(type, count);
@@ -166,7 +170,7 @@ void exchange(MPI_Comm comm, int t, int r, MPI_Datatype type, int count, Failure
   const int tag = 100 + r;
   int rc = MPI_SUCCESS;
   MPI_Status status;
-  switch (r % 4) {
+  switch (r % 5) {
     case 0: {
       MPI_Request q[2];
       rc |= MPI_Irecv(dst.data(), count, type, left, tag, comm, &q[0]);
@@ -184,6 +188,16 @@ void exchange(MPI_Comm comm, int t, int r, MPI_Datatype type, int count, Failure
       rc |= MPI_Irecv(dst.data(), count, type, left, tag, comm, &q);
       rc |= MPI_Send(src.data(), count, type, right, tag, comm);
       rc |= MPI_Wait(&q, &status);
+      break;
+    }
+    case 4: {
+      // A freed send request: Veneer keeps it and finishes it in a later
+      // completion call, possibly on another thread (requests::progress_detached).
+      kept.push_back(src);
+      MPI_Request q;
+      rc |= MPI_Isend(kept.back().data(), count, type, right, tag, comm, &q);
+      rc |= MPI_Request_free(&q);
+      rc |= MPI_Recv(dst.data(), count, type, left, tag, comm, &status);
       break;
     }
     default: {
@@ -363,6 +377,7 @@ TEST(Threads, TypedTrafficPackAndCollectivesOnDistinctCommunicators) {
   for (int t = 0; t < kThreads; ++t) {
     pool.emplace_back([t, n_rounds, shared, &comms, &failures] {
       Failures& f = failures[t];
+      Kept kept;
       MPI_Comm mine = MPI_COMM_NULL;
       for (int r = 0; r < n_rounds; ++r) {
         if (r % 4 == 0) {
@@ -372,17 +387,20 @@ TEST(Threads, TypedTrafficPackAndCollectivesOnDistinctCommunicators) {
         // A type of this round, created, used and freed while the others do the same.
         MPI_Datatype type = make_type(t + r, t);
         const int count = 1 + r % 3;
-        exchange(comms[t], t, r, type, count, f);
+        exchange(comms[t], t, r, type, count, f, kept);
         pack_round(comms[t], t, r, type, count, f);
         alltoallw_round(comms[t], t, r, type, count, f);
         // A duplicate of the shared type (known to Veneer through Type_dup), and the shared type itself.
         MPI_Datatype dup = MPI_DATATYPE_NULL;
         MPI_Type_dup(shared, &dup);
-        exchange(mine, t, r, dup, 2, f);
+        exchange(mine, t, r, dup, 2, f, kept);
         pack_round(mine, t, r, shared, 1, f);
         MPI_Type_free(&dup);
         MPI_Type_free(&type);
         collectives_round(r % 2 ? mine : comms[t], t, r, f);
+        // Both exchanges' receivers (same thread number on the neighbours, whose
+        // previous calls on `mine` and comms[t] came before this collective) have their data.
+        kept.clear();
       }
       MPI_Comm_free(&mine);
     });
