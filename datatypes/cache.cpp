@@ -30,7 +30,8 @@ struct Cache {
   std::shared_mutex mutex;
   std::unordered_map<uint64_t, Entry> entries;
   std::atomic<uint64_t>& epoch = detail::g_epoch;
-  int keyval = MPI_KEYVAL_INVALID;
+  // Set at start while other threads may already commit types (MPI initialised behind Veneer's back).
+  std::atomic<int> keyval{MPI_KEYVAL_INVALID};
   std::atomic<int64_t> hits{0}, misses{0}, decoded{0}, unsupported{0}, evicted{0};
 };
 
@@ -98,8 +99,11 @@ std::shared_ptr<const Layout> build(MPI_Datatype type) {
 void cache_init() {
   Cache& c = cache();
   std::unique_lock lock(c.mutex);
-  if (c.keyval == MPI_KEYVAL_INVALID)
-    PMPI_Type_create_keyval(MPI_TYPE_NULL_COPY_FN, on_type_free, &c.keyval, nullptr);
+  if (c.keyval.load() == MPI_KEYVAL_INVALID) {
+    int keyval = MPI_KEYVAL_INVALID;
+    if (PMPI_Type_create_keyval(MPI_TYPE_NULL_COPY_FN, on_type_free, &keyval, nullptr) == MPI_SUCCESS)
+      c.keyval.store(keyval);
+  }
 }
 
 void cache_finalize() {
@@ -107,13 +111,13 @@ void cache_finalize() {
   std::unique_lock lock(c.mutex);
   c.entries.clear();
   c.epoch.fetch_add(1, std::memory_order_release);
-  if (c.keyval != MPI_KEYVAL_INVALID) PMPI_Type_free_keyval(&c.keyval);
-  c.keyval = MPI_KEYVAL_INVALID;
+  if (int keyval = c.keyval.exchange(MPI_KEYVAL_INVALID); keyval != MPI_KEYVAL_INVALID) PMPI_Type_free_keyval(&keyval);
 }
 
 void note_committed(MPI_Datatype type) {
   Cache& c = cache();
-  if (type == MPI_DATATYPE_NULL || c.keyval == MPI_KEYVAL_INVALID) return;
+  const int keyval = c.keyval.load();
+  if (type == MPI_DATATYPE_NULL || keyval == MPI_KEYVAL_INVALID) return;
   const std::optional<int> combiner = combiner_of(type);
   if (!combiner || *combiner == MPI_COMBINER_NAMED) return;
   const uint64_t key = key_of(type);
@@ -122,7 +126,7 @@ void note_committed(MPI_Datatype type) {
     if (c.entries.count(key)) return;
   }
   // The attribute's delete callback removes the entry when the type is freed.
-  if (PMPI_Type_set_attr(type, c.keyval, nullptr) != MPI_SUCCESS) return;
+  if (PMPI_Type_set_attr(type, keyval, nullptr) != MPI_SUCCESS) return;
   std::unique_lock lock(c.mutex);
   c.entries.emplace(key, Entry{});
 }

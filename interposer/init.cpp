@@ -3,6 +3,7 @@
 #include <mpi.h>
 
 #include <atomic>
+#include <mutex>
 
 #include "algorithms/measured.h"
 #include "datatypes/cache.h"
@@ -23,27 +24,36 @@ void collectives_stop();
 }  // namespace veneer
 
 namespace {
-std::atomic<bool> g_started{false};
+std::once_flag g_start_once;
+std::atomic<bool> g_started{false};   // set once start() has finished
 std::atomic<bool> g_profiled{false};  // the profile was read (once per MPI_Init, whichever binding called it)
 
-void start() {
-  bool expected = false;
-  if (!g_started.compare_exchange_strong(expected, true)) return;
-  reload_config();
-  int rank = 0;
-  PMPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  set_log_rank(rank);
-  datatypes::cache_init();
-  collectives_start();
-  device::start();
-  log(LogLevel::info, "Veneer %s loaded (%s)%s", VENEER_VERSION, VENEER_MPI_FLAVOR,
-      config().enabled ? "" : ", disabled by VENEER_DISABLE");
+// Sets Veneer up, once; a thread that calls it while another is inside waits
+// until it has finished. `from_init`: called from MPI_Init/Init_thread, when
+// no other thread can be inside Veneer yet, so the environment is read again
+// (the program may have set VENEER_ variables before MPI_Init). Started later
+// (MPI initialised behind our back, from MPI_Type_commit) other threads may
+// already be packing, sending and reading the configuration: it stays as
+// read when the library was loaded.
+void start(bool from_init) {
+  std::call_once(g_start_once, [from_init] {
+    if (from_init) reload_config();
+    int rank = 0;
+    PMPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    set_log_rank(rank);
+    datatypes::cache_init();
+    collectives_start();
+    device::start();
+    log(LogLevel::info, "Veneer %s loaded (%s)%s", VENEER_VERSION, VENEER_MPI_FLAVOR,
+        config().enabled ? "" : ", disabled by VENEER_DISABLE");
+    g_started.store(true, std::memory_order_release);
+  });
 }
 // The machine profile: rank 0 reads it and broadcasts it on MPI_COMM_WORLD, so
 // only from MPI_Init/Init_thread, which every rank calls (never from start(),
 // which a lone MPI_Type_commit may run).
 void start_with_profile() {
-  start();
+  start(true);
   if (g_profiled.exchange(true)) return;  // MPICH's Fortran MPI_INIT reaches MPI_Init too
   // Collective choices and the send/receive thresholds both come from it.
   const Config& c = config();
@@ -88,11 +98,11 @@ extern "C" int MPI_Finalize() {
 extern "C" int MPI_Type_commit(MPI_Datatype* type) {
   const int rc = next::Type_commit(type);
   if (rc == MPI_SUCCESS && type) {
-    if (!g_started.load()) {
+    if (!g_started.load(std::memory_order_acquire)) {
       // MPI was initialised behind our back (e.g. from Fortran): start now.
       int initialized = 0;
       PMPI_Initialized(&initialized);
-      if (initialized) start();
+      if (initialized) start(false);
     }
     datatypes::note_committed(*type);
   }

@@ -1,7 +1,8 @@
 #!/bin/bash
 # Sets up a fresh Debian 12 machine and runs every Veneer test:
-#   Open MPI (default transport, then the UCX pml), MPICH, and an
-#   AddressSanitizer + UndefinedBehaviorSanitizer build on Open MPI.
+#   Open MPI (default transport, then the UCX pml), MPICH, an
+#   AddressSanitizer + UndefinedBehaviorSanitizer build on Open MPI, and the
+#   thread tests under ThreadSanitizer on Open MPI.
 # Usage: test/run_all.sh            (from anywhere; needs root or sudo for apt-get)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -55,5 +56,26 @@ build build/ci-sanitize -DCMAKE_BUILD_TYPE=Debug -DVENEER_SANITIZE=ON -DVENEER_B
 ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   VENEER_TEST_PRELOAD_PREFIX="$(gcc -print-file-name=libasan.so)" \
   run_ctest build/ci-sanitize "AddressSanitizer + UndefinedBehaviorSanitizer (Open MPI)"
+
+# ThreadSanitizer (Open MPI, default transport): the thread stress test and the
+# other tests that run threads, built alone (test/threads/README.md). The MPI
+# library is not instrumented: its own accesses are ignored
+# (ignore_noninstrumented_modules, test/threads/tsan.supp), Veneer's are not;
+# threads_tsan_canary checks that a race in a callback the library calls is still reported.
+tsan=build/ci-tsan
+echo "== configure $tsan (ThreadSanitizer)"
+cmake -S "$root" -B "$tsan" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DVENEER_SANITIZE=thread -DVENEER_BENCH=OFF \
+  -DVENEER_CUDA=OFF >"$tsan.configure.log" 2>&1 || { cat "$tsan.configure.log"; exit 1; }
+echo "== build $tsan (thread tests only)"
+cmake --build "$tsan" -j"$jobs" --target threads_test threads_late_start_test threads_tsan_canary p2p_test \
+  collectives_selection_test device_mpi_test >"$tsan.build.log" 2>&1 || { tail -50 "$tsan.build.log"; exit 1; }
+# Without address randomisation (setarch -R, inherited by mpirun's ranks): GCC 12's TSan
+# stops on kernels that randomise mappings with more bits than it expects.
+echo "== test: ThreadSanitizer (Open MPI)"
+(cd "$tsan" &&
+  TSAN_OPTIONS="ignore_noninstrumented_modules=1 suppressions=$root/test/threads/tsan.supp second_deadlock_stack=1" \
+  VENEER_TEST_PRELOAD_PREFIX="$(gcc -print-file-name=libtsan.so)" \
+  setarch "$(uname -m)" -R ctest --output-on-failure --timeout 600 \
+    -R 'threads_|p2p_test|collectives_selection_test|device_mpi_test\.np2$')
 
 echo "== all tests passed in $(( $(date +%s) - start )) s"
