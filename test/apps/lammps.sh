@@ -1,0 +1,87 @@
+#!/bin/sh
+# lammps.sh FLAVOUR RUN_MPI LIBVENEER MODE
+# LAMMPS (Debian's lmp, built against Open MPI) on 4 ranks with in.lammps, with
+# and without Veneer preloaded; compares the thermo output and the RDF file.
+#   MODE library: Veneer preloaded with VENEER_COLLECTIVES=0 must give output
+#                 identical to the run without it; with default settings
+#                 (built-in model, which may pick Veneer's algorithms) equal
+#                 within floating-point tolerance.
+#   MODE forced1..forced5: every collective forced to one of Veneer's
+#                 algorithms on 2 pretend nodes (VENEER_RANKS_PER_NODE=2); the
+#                 five sets together force every algorithm of every collective.
+#                 Output within tolerance, and the report must show each
+#                 forced algorithm serving calls.
+set -u
+flavour=$1; run_mpi=$2; veneer=$3; mode=$4
+here=$(cd "$(dirname "$0")" && pwd)
+. "$here/lib.sh"
+lmp=${VENEER_APPS_LMP:-/usr/bin/lmp}
+need lammps "$lmp"
+np=4
+# Sums reordered by another algorithm move the last bits; the melt's
+# trajectory does not depend on them, so differences stay near rounding.
+rtol=1e-9
+
+run_lammps() {  # run_lammps NAME MODE: one run into $tmp/NAME
+  mkdir -p "$tmp/$1"
+  cp "$here/in.lammps" "$tmp/$1/"
+  launch "$tmp/$1" "$2" $np "$lmp" -in in.lammps -log none -echo none
+  rc=$(cat "$tmp/$1/rc")
+  [ "$rc" -eq 0 ] || { show "$tmp/$1"; fail "$1: lmp exited $rc"; }
+  # Thermo rows: every line between a "Step" header and "Loop time".
+  awk '/^ *Step /{on=1; next} /^Loop time/{on=0} on' "$tmp/$1/out" >"$tmp/$1/thermo"
+  [ "$(wc -l <"$tmp/$1/thermo")" -eq 29 ] || { show "$tmp/$1"; fail "$1: expected 29 thermo rows"; }
+  [ -s "$tmp/$1/rdf.out" ] || { show "$tmp/$1"; fail "$1: no rdf.out"; }
+}
+
+compare() {  # compare NAME exact|close
+  if [ "$2" = exact ]; then
+    cmp -s "$tmp/plain/thermo" "$tmp/$1/thermo" ||
+      { diff "$tmp/plain/thermo" "$tmp/$1/thermo"; fail "$1: thermo output differs from the run without Veneer"; }
+    cmp -s "$tmp/plain/rdf.out" "$tmp/$1/rdf.out" ||
+      { diff "$tmp/plain/rdf.out" "$tmp/$1/rdf.out" | head; fail "$1: rdf.out differs from the run without Veneer"; }
+    echo "  $1: thermo ($(wc -l <"$tmp/plain/thermo") rows) and rdf.out identical to the run without Veneer"
+  else
+    numbers_close "$tmp/plain/thermo" "$tmp/$1/thermo" $rtol || fail "$1: thermo output beyond tolerance"
+    numbers_close "$tmp/plain/rdf.out" "$tmp/$1/rdf.out" $rtol || fail "$1: rdf.out beyond tolerance"
+    echo "  $1: thermo and rdf.out within $rtol of the run without Veneer"
+  fi
+}
+
+run_lammps plain plain
+case "$mode" in
+  library)
+    VENEER_COLLECTIVES=0 run_lammps coll0 veneer
+    expect_report "$tmp/coll0" $np
+    compare coll0 exact
+    run_lammps default veneer
+    expect_report "$tmp/default" $np
+    compare default close
+    grep -A8 "^collectives (calls" "$tmp/default/report"
+    ;;
+  forced[1-5])
+    # allreduce bcast reduce allgather reduce_scatter alltoall (reduce_scatter_block: no
+    # application here calls it; it is forced too, unchecked).
+    case "$mode" in
+      forced1) set -- recursive_doubling binomial binomial recursive_doubling recursive_halving bruck ;;
+      forced2) set -- rabenseifner scatter_allgather reduce_scatter_gather bruck pairwise pairwise ;;
+      forced3) set -- ring two_level two_level ring recursive_halving node_aware ;;
+      forced4) set -- two_level binomial reduce_scatter_gather two_level pairwise bruck ;;
+      forced5) set -- lanes scatter_allgather two_level ring recursive_halving pairwise ;;
+    esac
+    rsb=recursive_halving; [ "$5" = pairwise ] && rsb=pairwise
+    echo "$mode: allreduce=$1 bcast=$2 reduce=$3 allgather=$4 reduce_scatter=$5 alltoall=$6, 2 pretend nodes"
+    VENEER_RANKS_PER_NODE=2 VENEER_ALLREDUCE=$1 VENEER_BCAST=$2 VENEER_REDUCE=$3 VENEER_ALLGATHER=$4 \
+      VENEER_REDUCE_SCATTER=$5 VENEER_REDUCE_SCATTER_BLOCK=$rsb VENEER_ALLTOALL=$6 run_lammps "$mode" veneer
+    expect_report "$tmp/$mode" $np
+    compare "$mode" close
+    expect_forced "$tmp/$mode" allreduce "$1"
+    expect_forced "$tmp/$mode" bcast "$2"
+    expect_forced "$tmp/$mode" reduce "$3"
+    expect_forced "$tmp/$mode" allgather "$4"
+    expect_forced "$tmp/$mode" reduce_scatter "$5"
+    expect_forced "$tmp/$mode" alltoall "$6"
+    ;;
+  *) fail "unknown mode $mode" ;;
+esac
+echo "lammps $mode: passed"
