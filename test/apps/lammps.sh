@@ -1,5 +1,5 @@
 #!/bin/sh
-# lammps.sh FLAVOUR RUN_MPI LIBVENEER MODE
+# lammps.sh FLAVOUR RUN_MPI LIBVENEER MODE [CLUSTER_SCRIPT LAUNCHER]
 # LAMMPS (Debian's lmp, built against Open MPI) on 4 ranks with in.lammps, with
 # and without Veneer preloaded; compares the thermo output and the RDF file.
 #   MODE library: Veneer preloaded with VENEER_COLLECTIVES=0 must give output
@@ -11,6 +11,9 @@
 #                 five sets together force every algorithm of every collective.
 #                 Output within tolerance, and the report must show each
 #                 forced algorithm serving calls.
+#   MODE cluster SCRIPT LAUNCHER: every run on 2 pretend hosts of 2 ranks
+#                 (SCRIPT: test/cluster/netns_cluster.sh): default settings,
+#                 then the sets forced3-forced5 (the hierarchical algorithms).
 set -u
 flavour=$1; run_mpi=$2; veneer=$3; mode=$4
 here=$(cd "$(dirname "$0")" && pwd)
@@ -48,6 +51,38 @@ compare() {  # compare NAME exact|close
   fi
 }
 
+# forced_run SET: one forced set (allreduce bcast reduce allgather reduce_scatter
+# alltoall; reduce_scatter_block is forced too, but no application here calls it).
+forced_run() {
+  case "$1" in
+    forced1) set -- "$1" recursive_doubling binomial binomial recursive_doubling recursive_halving bruck ;;
+    forced2) set -- "$1" rabenseifner scatter_allgather reduce_scatter_gather bruck pairwise pairwise ;;
+    forced3) set -- "$1" ring two_level two_level ring recursive_halving node_aware ;;
+    forced4) set -- "$1" two_level binomial reduce_scatter_gather two_level pairwise bruck ;;
+    forced5) set -- "$1" lanes scatter_allgather two_level ring recursive_halving pairwise ;;
+    *) fail "unknown set $1" ;;
+  esac
+  rsb=recursive_halving; [ "$6" = pairwise ] && rsb=pairwise
+  echo "$1: allreduce=$2 bcast=$3 reduce=$4 allgather=$5 reduce_scatter=$6 alltoall=$7, $where"
+  VENEER_ALLREDUCE=$2 VENEER_BCAST=$3 VENEER_REDUCE=$4 VENEER_ALLGATHER=$5 \
+    VENEER_REDUCE_SCATTER=$6 VENEER_REDUCE_SCATTER_BLOCK=$rsb VENEER_ALLTOALL=$7 run_lammps "$1" veneer
+  expect_report "$tmp/$1" $np
+  compare "$1" close
+  expect_forced "$tmp/$1" allreduce "$2"
+  expect_forced "$tmp/$1" bcast "$3"
+  expect_forced "$tmp/$1" reduce "$4"
+  expect_forced "$tmp/$1" allgather "$5"
+  expect_forced "$tmp/$1" reduce_scatter "$6"
+  expect_forced "$tmp/$1" alltoall "$7"
+}
+
+case "$mode" in
+  cluster)
+    # 2 pretend hosts of 2 ranks (network namespaces, test/cluster/): the
+    # hierarchy detects real nodes. Args: netns_cluster.sh and the launcher.
+    cluster_script=$5; cluster_launcher=$6; where="2 hosts of test/cluster/netns_cluster.sh" ;;
+  forced*) where="2 pretend nodes (VENEER_RANKS_PER_NODE=2)"; export VENEER_RANKS_PER_NODE=2 ;;
+esac
 run_lammps plain plain
 case "$mode" in
   library)
@@ -59,28 +94,14 @@ case "$mode" in
     compare default close
     grep -A8 "^collectives (calls" "$tmp/default/report"
     ;;
-  forced[1-5])
-    # allreduce bcast reduce allgather reduce_scatter alltoall (reduce_scatter_block: no
-    # application here calls it; it is forced too, unchecked).
-    case "$mode" in
-      forced1) set -- recursive_doubling binomial binomial recursive_doubling recursive_halving bruck ;;
-      forced2) set -- rabenseifner scatter_allgather reduce_scatter_gather bruck pairwise pairwise ;;
-      forced3) set -- ring two_level two_level ring recursive_halving node_aware ;;
-      forced4) set -- two_level binomial reduce_scatter_gather two_level pairwise bruck ;;
-      forced5) set -- lanes scatter_allgather two_level ring recursive_halving pairwise ;;
-    esac
-    rsb=recursive_halving; [ "$5" = pairwise ] && rsb=pairwise
-    echo "$mode: allreduce=$1 bcast=$2 reduce=$3 allgather=$4 reduce_scatter=$5 alltoall=$6, 2 pretend nodes"
-    VENEER_RANKS_PER_NODE=2 VENEER_ALLREDUCE=$1 VENEER_BCAST=$2 VENEER_REDUCE=$3 VENEER_ALLGATHER=$4 \
-      VENEER_REDUCE_SCATTER=$5 VENEER_REDUCE_SCATTER_BLOCK=$rsb VENEER_ALLTOALL=$6 run_lammps "$mode" veneer
-    expect_report "$tmp/$mode" $np
-    compare "$mode" close
-    expect_forced "$tmp/$mode" allreduce "$1"
-    expect_forced "$tmp/$mode" bcast "$2"
-    expect_forced "$tmp/$mode" reduce "$3"
-    expect_forced "$tmp/$mode" allgather "$4"
-    expect_forced "$tmp/$mode" reduce_scatter "$5"
-    expect_forced "$tmp/$mode" alltoall "$6"
+  forced[1-5]) forced_run "$mode" ;;
+  cluster)
+    run_lammps default veneer
+    expect_report "$tmp/default" $np
+    compare default close
+    grep -A8 "^collectives (calls" "$tmp/default/report"
+    # The sets with the hierarchical algorithms (two_level, node_aware, lanes).
+    for set in forced3 forced4 forced5; do forced_run $set; done
     ;;
   *) fail "unknown mode $mode" ;;
 esac
