@@ -62,10 +62,15 @@ if [ -z "$forced" ]; then
   name=veneer
 else
   # One forced set on 2 pretend nodes; BLACS calls Allreduce, Reduce and Bcast.
-  VENEER_LOG=debug VENEER_RANKS_PER_NODE=2 VENEER_ALLREDUCE=ring VENEER_REDUCE=two_level VENEER_BCAST=scatter_allgather \
-    run_blacs forced veneer
+  # VENEER_APPS_BLACS_SET="allreduce:A reduce:R bcast:B" tries another set by hand.
+  set_=${VENEER_APPS_BLACS_SET:-allreduce:ring reduce:two_level bcast:scatter_allgather}
+  for a in $set_; do
+    coll=${a%%:*}; alg=${a#*:}
+    export "VENEER_$(echo "$coll" | tr a-z A-Z)=$alg"
+  done
+  VENEER_LOG=debug VENEER_RANKS_PER_NODE=2 run_blacs forced veneer
   expect_loaded "$tmp/forced" $np
-  for a in allreduce:ring reduce:two_level bcast:scatter_allgather; do
+  for a in $set_; do
     coll=${a%%:*}; alg=${a#*:}
     # "veneer[0]: allreduce, 90 bytes, 4 ranks on 2 nodes (...), user op, oversubscribed: ring: forced by ..."
     k=$(grep -o "veneer\[0\]: $coll, [0-9]* bytes[^:]*: $alg: forced" "$tmp/forced/err" | wc -l)

@@ -17,9 +17,9 @@ set -u
 flavour=$1; run_mpi=$2; veneer=$3; mode=$4
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/lib.sh"
-hpcc=${VENEER_APPS_HPCC:-/usr/bin/hpcc}
+hpcc=/usr/bin/hpcc
 need hpcc "$hpcc"
-np=4
+np=${VENEER_APPS_NP:-4}
 
 run_hpcc() {  # run_hpcc NAME MODE: one run into $tmp/NAME, then its checks
   d=$tmp/$1

@@ -18,9 +18,9 @@ set -u
 flavour=$1; run_mpi=$2; veneer=$3; mode=$4
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/lib.sh"
-lmp=${VENEER_APPS_LMP:-/usr/bin/lmp}
+lmp=/usr/bin/lmp
 need lammps "$lmp"
-np=4
+np=${VENEER_APPS_NP:-4}
 # Sums reordered by another algorithm move the last bits; the melt's
 # trajectory does not depend on them, so differences stay near rounding.
 rtol=1e-9
