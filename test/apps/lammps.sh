@@ -21,8 +21,11 @@ here=$(cd "$(dirname "$0")" && pwd)
 lmp=/usr/bin/lmp
 need lammps "$lmp"
 np=${VENEER_APPS_NP:-4}
-# Sums reordered by another algorithm move the last bits; the melt's
-# trajectory does not depend on them, so differences stay near rounding.
+# Sums reordered by another algorithm move the last bits. Before load
+# balancing only the printed sums differ (1e-15); once balancing has cut the
+# box by reduced histograms, atoms sit on other ranks, forces are summed in
+# another order and the melt's chaotic dynamics amplify it: 6.4e-12 relative
+# at step 500 (forced3), growing step by step. Keep the run short.
 rtol=1e-9
 
 run_lammps() {  # run_lammps NAME MODE: one run into $tmp/NAME
