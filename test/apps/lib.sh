@@ -112,7 +112,7 @@ expect_forced() {
 }
 
 # numbers_close FILE_A FILE_B RTOL: the files have the same words; numeric words
-# agree within RTOL relative (to the larger magnitude, with an absolute floor of RTOL).
+# agree within RTOL relative to the larger magnitude (absolute RTOL below magnitude 1).
 numbers_close() {
   awk -v rtol="$3" '
     function isnum(s) { return s ~ /^[-+]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][-+]?[0-9]+)?$/ }
