@@ -11,7 +11,8 @@ jobs=${VENEER_JOBS:-2}
 
 packages=(build-essential gfortran cmake ninja-build pkg-config openmpi-bin libopenmpi-dev mpich libmpich-dev
           libhwloc-dev hwloc libucx-dev libgtest-dev libgmock-dev libbenchmark-dev python3-matplotlib
-          slurm-wlm munge)
+          slurm-wlm munge
+          scalapack-mpi-test scalapack-test-common hpcc lammps)  # test/apps: real applications
 missing=()
 for p in "${packages[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if [ ${#missing[@]} -gt 0 ]; then
