@@ -10,7 +10,7 @@
 # MPI_COMM_WORLD does it without Veneer), which is why Veneer must make no
 # communicator where the library serves every collective: the first launch
 # also checks, through the report, that it made none.
-# Extra settings for every launch (e.g. forced algorithms): $VENEER_DIST_GRAPH_ENV
+# Extra settings for every launch (e.g. forced algorithms): $VENEER_TEST_DIST_GRAPH_ENV
 # ("NAME=VALUE ..."), for measuring by hand; CI runs the defaults.
 set -eu
 flavour=$1; run_mpi=$2; veneer=$3; app=$4
@@ -23,10 +23,10 @@ flags() {  # how to hand the environment to the ranks (not to the launcher)
   if [ -n "${VENEER_TEST_PRELOAD_PREFIX:-}" ]; then v="$VENEER_TEST_PRELOAD_PREFIX:$v"; fi
   if [ "$flavour" = openmpi ]; then
     f="-x LD_PRELOAD=$v -x VENEER_REPORT=1"
-    for kv in ${VENEER_DIST_GRAPH_ENV:-}; do f="$f -x $kv"; done
+    for kv in ${VENEER_TEST_DIST_GRAPH_ENV:-}; do f="$f -x $kv"; done
   else
     f="-genv LD_PRELOAD $v -genv VENEER_REPORT 1"
-    for kv in ${VENEER_DIST_GRAPH_ENV:-}; do f="$f -genv ${kv%%=*} ${kv#*=}"; done
+    for kv in ${VENEER_TEST_DIST_GRAPH_ENV:-}; do f="$f -genv ${kv%%=*} ${kv#*=}"; done
   fi
   echo "$f"
 }
@@ -35,7 +35,7 @@ hung=0; wrong=0
 i=1
 while [ "$i" -le "$runs" ]; do
   rc=0
-  VENEER_TEST_TIMEOUT=${VENEER_DIST_GRAPH_TIMEOUT:-30} VENEER_TEST_LAUNCH_FLAGS="$launch_flags" \
+  VENEER_TEST_TIMEOUT=${VENEER_TEST_DIST_GRAPH_TIMEOUT:-30} VENEER_TEST_LAUNCH_FLAGS="$launch_flags" \
     "$run_mpi" $np "$app" "$rounds" >"$tmp/out" 2>"$tmp/err" || rc=$?
   if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then
     hung=$((hung + 1)); echo "run $i: hung (timeout)"; tail -5 "$tmp/err"
