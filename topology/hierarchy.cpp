@@ -201,7 +201,8 @@ std::unique_ptr<Hierarchy> build_hierarchy(MPI_Comm comm, std::optional<int> nod
   h->node_of_rank.resize(static_cast<size_t>(h->size));
   h->local_rank_of.resize(static_cast<size_t>(h->size));
   for (int r = 0; r < h->size; ++r) {
-    const auto [it, fresh] = node_of_key.try_emplace(all[2 * static_cast<size_t>(r)], static_cast<int>(h->node_ranks.size()));
+    const int64_t key = all[2 * static_cast<size_t>(r)];
+    const auto [it, fresh] = node_of_key.try_emplace(key, static_cast<int>(h->node_ranks.size()));
     if (fresh) h->node_ranks.emplace_back();
     const int node = it->second;
     auto& members = h->node_ranks[static_cast<size_t>(node)];

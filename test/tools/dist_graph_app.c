@@ -26,14 +26,16 @@ int main(int argc, char** argv) {
   MPI_Comm dups[64];
   for (int i = 0; i < extra_dups && i < 64; ++i) MPI_Comm_dup(MPI_COMM_WORLD, &dups[i]);
 
-  for (int round = 0; round < rounds && !bad; ++round) {
+  for (int round = 0; round < rounds; ++round) {  /* every rank runs every round: collectives stay matched */
     /* Collectives as an application does them, before building the topology. */
     double params[4] = {0, 0, 0, 0};
     if (rank == 0)
       for (int i = 0; i < 4; ++i) params[i] = 1.5 * (i + 1) + round;
     MPI_Bcast(params, 4, MPI_DOUBLE, 0, MPI_COMM_WORLD);
-    for (int i = 0; i < 4 && !bad; ++i)
-      if (params[i] != 1.5 * (i + 1) + round) bad = fail(rank, "bcast", round, (long)params[i], (long)(1.5 * (i + 1) + round));
+    for (int i = 0; i < 4 && !bad; ++i) {
+      const double want = 1.5 * (i + 1) + round;
+      if (params[i] != want) bad = fail(rank, "bcast", round, (long)params[i], (long)want);
+    }
     long mine = rank + 1, sum = 0;
     MPI_Allreduce(&mine, &sum, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
     if (sum != (long)size * (size + 1) / 2) bad = fail(rank, "allreduce", round, sum, (long)size * (size + 1) / 2);
