@@ -2,8 +2,9 @@
  * few collectives (Bcast, Allreduce, Allgather: what Veneer may take) and then
  * builds a distributed-graph topology with reordering, ROUNDS times, checking
  * the neighbours' data each time. EXTRA_DUPS duplicates MPI_COMM_WORLD that
- * many times first (with it, Open MPI 4.1's treematch hangs without Veneer:
- * the reproducer of the library bug behind test/tools/dist_graph_test.sh).
+ * many times first: issue 11's reproducer of the Open MPI 4.1 treematch hang
+ * without Veneer (seen elsewhere; it did not hang on the project's 2-core
+ * machine). Run by test/tools/dist_graph_test.sh.
  * Prints "dist_graph_app: verified ROUNDS rounds" on rank 0, exits 1 on a wrong value. */
 #include <mpi.h>
 #include <stdio.h>
