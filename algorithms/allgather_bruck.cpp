@@ -28,7 +28,7 @@ int run(const Args& a, const Hierarchy& h) {
   for (int have = 1; have < p; have <<= 1) {
     const int64_t blocks = std::min(have, p - have);
     VENEER_TRY(sendrecv(gathered.data(), blocks * b, MPI_BYTE, (rank - have + p) % p, gathered.data() + have * b,
-                        blocks * b, MPI_BYTE, (rank + have) % p, Tag::allgather, h.comm));
+                        blocks * b, MPI_BYTE, (rank + have) % p, Tag::allgather, h.comm()));
   }
   for (int i = 0; i < p && b > 0; ++i)
     std::memcpy(out + static_cast<int64_t>((rank + i) % p) * b, gathered.data() + i * b, static_cast<size_t>(b));

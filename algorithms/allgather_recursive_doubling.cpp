@@ -24,7 +24,7 @@ int run(const Args& a, const Hierarchy& h) {
     const int partner = h.rank ^ mask;
     const int64_t mine = h.rank & ~(mask - 1), theirs = partner & ~(mask - 1);
     VENEER_TRY(sendrecv(buf + mine * b, mask * b, MPI_BYTE, partner, buf + theirs * b, mask * b, MPI_BYTE, partner,
-                        Tag::allgather, h.comm));
+                        Tag::allgather, h.comm()));
   }
   return MPI_SUCCESS;
 }

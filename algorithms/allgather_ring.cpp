@@ -36,7 +36,7 @@ double predicted(const Shape& s, const CostModel& m) {
 
 int run(const Args& a, const Hierarchy& h) {
   place_own_block(a, h.rank);
-  return allgatherv_ring(a.rbuf, Blocks::uniform(a.count, h.size), MPI_BYTE, 1, h.comm, Tag::allgather);
+  return allgatherv_ring(a.rbuf, Blocks::uniform(a.count, h.size), MPI_BYTE, 1, h.comm(), Tag::allgather);
 }
 
 }  // namespace

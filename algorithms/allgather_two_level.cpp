@@ -43,7 +43,7 @@ int run(const Args& a, const Hierarchy& h) {
   }
   const MPI_Comm leaders = h.leaders();  // every rank: made on first use, collectively
   std::byte* my_run = runs + nodes.offsets[static_cast<size_t>(h.node_index)];
-  VENEER_TRY(gather_linear(out + h.rank * b, my_run, b, MPI_BYTE, 1, h.node_comm, Tag::allgather));
+  VENEER_TRY(gather_linear(out + h.rank * b, my_run, b, MPI_BYTE, 1, h.node_comm(), Tag::allgather));
   if (h.node_rank == 0) {
     if (h.node_count > 1) VENEER_TRY(allgatherv_ring(runs, nodes, MPI_BYTE, 1, leaders, Tag::allgather));
     if (runs != out) {
@@ -54,7 +54,7 @@ int run(const Args& a, const Hierarchy& h) {
       }
     }
   }
-  return bcast_binomial(out, h.size * b, MPI_BYTE, 0, h.node_comm, Tag::allgather);
+  return bcast_binomial(out, h.size * b, MPI_BYTE, 0, h.node_comm(), Tag::allgather);
 }
 
 }  // namespace

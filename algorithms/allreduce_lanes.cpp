@@ -29,9 +29,9 @@ int run(const Args& a, const Hierarchy& h) {
   const size_t lane = static_cast<size_t>(h.node_rank);
   void* mine = element(a.rbuf, blocks.offsets[lane], r->type);
   const MPI_Comm lanes = h.lanes();  // every rank: made on first use, collectively
-  VENEER_TRY(reduce_scatter_pairwise(input_of(a), mine, blocks, *r, h.node_comm, Tag::allreduce));
+  VENEER_TRY(reduce_scatter_pairwise(input_of(a), mine, blocks, *r, h.node_comm(), Tag::allreduce));
   if (h.node_count > 1) VENEER_TRY(inter_node_allreduce(mine, blocks.counts[lane], *r, lanes, Tag::allreduce));
-  return allgatherv_ring(a.rbuf, blocks, r->type.type, r->type.extent, h.node_comm, Tag::allreduce);
+  return allgatherv_ring(a.rbuf, blocks, r->type.type, r->type.extent, h.node_comm(), Tag::allreduce);
 }
 
 }  // namespace

@@ -56,7 +56,7 @@ double predicted(const Shape& s, const CostModel& m) {
 int run(const Args& a, const Hierarchy& h) {
   auto r = reduction_of(a);
   if (!r) return MPI_ERR_TYPE;
-  return allreduce_recursive_doubling(input_of(a), a.rbuf, a.count, *r, h.comm, Tag::allreduce);
+  return allreduce_recursive_doubling(input_of(a), a.rbuf, a.count, *r, h.comm(), Tag::allreduce);
 }
 
 }  // namespace

@@ -49,10 +49,10 @@ int run(const Args& a, const Hierarchy& h) {
   if (!r) return MPI_ERR_TYPE;
   const bool leader = h.node_rank == 0;
   const MPI_Comm leaders = h.leaders();  // every rank: made on first use, collectively
-  VENEER_TRY(reduce_binomial_to_zero(input_of(a), leader ? a.rbuf : nullptr, a.count, *r, h.node_comm,
+  VENEER_TRY(reduce_binomial_to_zero(input_of(a), leader ? a.rbuf : nullptr, a.count, *r, h.node_comm(),
                                      Tag::allreduce));
   if (leader && h.node_count > 1) VENEER_TRY(inter_node_allreduce(a.rbuf, a.count, *r, leaders, Tag::allreduce));
-  return bcast_binomial(a.rbuf, a.count, r->type.type, 0, h.node_comm, Tag::allreduce);
+  return bcast_binomial(a.rbuf, a.count, r->type.type, 0, h.node_comm(), Tag::allreduce);
 }
 
 }  // namespace

@@ -26,12 +26,12 @@ int run(const Args& a, const Hierarchy& h) {
   const int here = h.node_index, local = h.node_size;
   const MPI_Comm leaders = h.leaders();  // every rank: made on first use, collectively
   if (h.node_rank != 0) {
-    VENEER_TRY(gather_linear(in, nullptr, row, MPI_BYTE, 1, h.node_comm, Tag::alltoall));
-    return recv(out, row, MPI_BYTE, 0, Tag::alltoall, h.node_comm);
+    VENEER_TRY(gather_linear(in, nullptr, row, MPI_BYTE, 1, h.node_comm(), Tag::alltoall));
+    return recv(out, row, MPI_BYTE, 0, Tag::alltoall, h.node_comm());
   }
   // rows[i] = the send buffer of my node's local rank i.
   std::vector<std::byte> rows(static_cast<size_t>(local * row));
-  VENEER_TRY(gather_linear(in, rows.data(), row, MPI_BYTE, 1, h.node_comm, Tag::alltoall));
+  VENEER_TRY(gather_linear(in, rows.data(), row, MPI_BYTE, 1, h.node_comm(), Tag::alltoall));
   // arrived[node k] = blocks from k's ranks (i) to mine (t), i-major, at arrived_at[k].
   std::vector<int64_t> arrived_at(static_cast<size_t>(h.node_count) + 1, 0);
   for (int k = 0; k < h.node_count; ++k)
@@ -65,7 +65,7 @@ int run(const Args& a, const Hierarchy& h) {
     }
   std::vector<MPI_Request> requests(static_cast<size_t>(local - 1), MPI_REQUEST_NULL);
   for (int t = 1; t < local; ++t)
-    VENEER_TRY(isend(sorted.data() + t * row, row, MPI_BYTE, t, Tag::alltoall, h.node_comm,
+    VENEER_TRY(isend(sorted.data() + t * row, row, MPI_BYTE, t, Tag::alltoall, h.node_comm(),
                      &requests[static_cast<size_t>(t - 1)]));
   std::memcpy(out, sorted.data(), static_cast<size_t>(row));
   return PMPI_Waitall(static_cast<int>(requests.size()), requests.data(), MPI_STATUSES_IGNORE);

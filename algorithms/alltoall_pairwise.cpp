@@ -28,7 +28,7 @@ int run(const Args& a, const Hierarchy& h) {
   for (int step = 1; step < p; ++step) {
     const int64_t dest = (rank + step) % p, src = (rank - step + p) % p;
     VENEER_TRY(sendrecv(in + dest * b, b, MPI_BYTE, static_cast<int>(dest), out + src * b, b, MPI_BYTE,
-                        static_cast<int>(src), Tag::alltoall, h.comm));
+                        static_cast<int>(src), Tag::alltoall, h.comm()));
   }
   return MPI_SUCCESS;
 }

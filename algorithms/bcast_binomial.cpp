@@ -30,7 +30,7 @@ double predicted(const Shape& s, const CostModel& m) {
 }
 
 int run(const Args& a, const Hierarchy& h) {
-  return bcast_binomial(a.rbuf, a.count, MPI_BYTE, a.root, h.comm, Tag::bcast);
+  return bcast_binomial(a.rbuf, a.count, MPI_BYTE, a.root, h.comm(), Tag::bcast);
 }
 
 }  // namespace

@@ -53,7 +53,7 @@ double predicted(const Shape& s, const CostModel& m) {
 }
 
 int run(const Args& a, const Hierarchy& h) {
-  return bcast_scatter_allgather(static_cast<std::byte*>(a.rbuf), a.count, a.root, h.comm, Tag::bcast);
+  return bcast_scatter_allgather(static_cast<std::byte*>(a.rbuf), a.count, a.root, h.comm(), Tag::bcast);
 }
 
 }  // namespace

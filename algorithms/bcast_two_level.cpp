@@ -23,8 +23,8 @@ int run(const Args& a, const Hierarchy& h) {
   const int root_leader = h.node_ranks[static_cast<size_t>(root_node)][0];
   const MPI_Comm leaders = h.leaders();  // every rank: made on first use, collectively
   if (a.root != root_leader) {
-    if (h.rank == a.root) VENEER_TRY(send(a.rbuf, a.count, MPI_BYTE, root_leader, Tag::bcast, h.comm));
-    if (h.rank == root_leader) VENEER_TRY(recv(a.rbuf, a.count, MPI_BYTE, a.root, Tag::bcast, h.comm));
+    if (h.rank == a.root) VENEER_TRY(send(a.rbuf, a.count, MPI_BYTE, root_leader, Tag::bcast, h.comm()));
+    if (h.rank == root_leader) VENEER_TRY(recv(a.rbuf, a.count, MPI_BYTE, a.root, Tag::bcast, h.comm()));
   }
   if (h.node_rank == 0 && h.node_count > 1) {
     if (leaders_scatter(a.count, h.node_count))
@@ -35,7 +35,7 @@ int run(const Args& a, const Hierarchy& h) {
   }
   // On the root's node the root itself sends, so its buffer is never written.
   const int node_root = h.node_index == root_node ? h.local_rank_of[static_cast<size_t>(a.root)] : 0;
-  return bcast_binomial(a.rbuf, a.count, MPI_BYTE, node_root, h.node_comm, Tag::bcast);
+  return bcast_binomial(a.rbuf, a.count, MPI_BYTE, node_root, h.node_comm(), Tag::bcast);
 }
 
 }  // namespace

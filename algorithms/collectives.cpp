@@ -208,7 +208,21 @@ Shape shape_from(const Call& c, const Prepared& prep, const Hierarchy& h) {
 
 // ---- Running an algorithm, with bytes for the non-reductions -----------------
 
+int run_library(const Call& c, MPI_Comm comm);
+
+// The private communicators `a` runs on, made here on first use: every rank
+// of the call gets here at the same point, before any of a's messages. Only
+// now, with an algorithm of Veneer's chosen, does the job get a communicator
+// it did not ask for (topology/hierarchy.h). (Leaders and lanes are made by
+// the algorithms that use them, on every rank, first thing.)
+bool communicators_ready(const Algorithm& a, const Hierarchy& h) {
+  if (h.comm() == MPI_COMM_NULL) return false;
+  return !a.hierarchical || h.node_comm() != MPI_COMM_NULL;
+}
+
 int execute(const Algorithm& a, const Call& c, const Hierarchy& h) {
+  // Should the library fail to make them, it is asked to do the call itself.
+  if (!communicators_ready(a, h)) return run_library(c, h.parent);
   Args args;
   args.root = c.root;
   switch (c.collective) {
@@ -464,7 +478,7 @@ std::string_view chosen_for(const Call& call, const Hierarchy& h) {
 std::optional<int> run_with(std::string_view algorithm, const Call& call, const Hierarchy& h, std::string* why_not) {
   auto prep = prepare(call, h.size, why_not);
   if (!prep) return std::nullopt;
-  if (algorithm == "library") return run_library(call, h.comm);
+  if (algorithm == "library") return run_library(call, h.parent);
   const Algorithm* a = find_algorithm(call.collective, algorithm);
   if (!a) {
     if (why_not) *why_not = "unknown algorithm";

@@ -5,8 +5,10 @@
 // decision uses only arguments MPI requires to be the same on all ranks, so
 // all ranks of a communicator take the call or all pass it through.
 //
-// The first call on a communicator that is taken builds its node hierarchy
-// (collective over the communicator, inside that same collective call).
+// The first call on a communicator that is decided learns its node layout
+// (one allgather on the communicator, inside that same collective call; no
+// communicator is made). Veneer's private communicators are made only when
+// one of its algorithms is chosen for that communicator (topology/hierarchy.h).
 // Everything below calls the library through PMPI_* only, so these functions
 // can be called from Veneer's MPI_Allreduce etc. without recursion.
 // Nonblocking collectives are not handled: they pass through.
@@ -57,7 +59,7 @@ void reset_collectives_counts();
 
 // For a call of `bytes` (see tuning.h) on comm, with a commutative predefined
 // op on a named type: every algorithm with its predicted time or why it is
-// not eligible, and the choice. Collective over comm the first time (builds its hierarchy).
+// not eligible, and the choice. Collective over comm the first time (learns its layout).
 std::string explain(Collective c, int64_t bytes, MPI_Comm comm);
 
 // Replaces the cost model; the default until then.
@@ -87,7 +89,7 @@ inline DecisionKey decision_key(const Call& c, MPI_Comm comm) {
           .root = c.root, .collective = c.collective, .in_place = c.sbuf == MPI_IN_PLACE};
 }
 
-// Runs `algorithm` (or "library": PMPI on h.comm) for `call` on hierarchy h,
+// Runs `algorithm` (or "library": PMPI on h.parent) for `call` on hierarchy h,
 // bypassing the selection; nullopt (with why_not) when it is unknown, not
 // eligible, or Veneer would not take such a call at all.
 std::optional<int> run_with(std::string_view algorithm, const Call& call, const Hierarchy& h,

@@ -50,7 +50,7 @@ int run(const Args& a, const Hierarchy& h) {
   auto r = reduction_of(a);
   if (!r) return MPI_ERR_TYPE;
   const bool root = h.rank == a.root;
-  return reduce_scatter_gather(root ? input_of(a) : a.sbuf, root ? a.rbuf : nullptr, a.count, *r, a.root, h.comm,
+  return reduce_scatter_gather(root ? input_of(a) : a.sbuf, root ? a.rbuf : nullptr, a.count, *r, a.root, h.comm(),
                                Tag::reduce);
 }
 

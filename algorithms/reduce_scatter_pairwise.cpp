@@ -55,7 +55,7 @@ int run(const Args& a, const Hierarchy& h) {
   auto r = reduction_of(a);
   if (!r) return MPI_ERR_TYPE;
   const Blocks blocks = a.rcounts ? Blocks::of_counts(a.rcounts, h.size) : Blocks::uniform(a.count, h.size);
-  return reduce_scatter_pairwise(input_of(a), a.rbuf, blocks, *r, h.comm, Tag::reduce_scatter);
+  return reduce_scatter_pairwise(input_of(a), a.rbuf, blocks, *r, h.comm(), Tag::reduce_scatter);
 }
 
 }  // namespace

@@ -25,15 +25,15 @@ int run(const Args& a, const Hierarchy& h) {
   // A leader's node result and its share of the final one; the root's own buffer where it can be.
   TempBuffer node_result(leader && !root ? a.count : 0, r->type);
   void* node_buf = root ? a.rbuf : node_result.data();
-  VENEER_TRY(reduce_binomial_to_zero(root ? input_of(a) : a.sbuf, node_buf, a.count, *r, h.node_comm, Tag::reduce));
+  VENEER_TRY(reduce_binomial_to_zero(root ? input_of(a) : a.sbuf, node_buf, a.count, *r, h.node_comm(), Tag::reduce));
   if (leader) {
     TempBuffer final_result(h.rank == root_leader && !root ? a.count : 0, r->type);
     void* out = root ? a.rbuf : final_result.data();
     VENEER_TRY(reduce_binomial(node_buf, h.rank == root_leader ? out : nullptr, a.count, *r, root_node, leaders,
                                Tag::reduce));
-    if (h.rank == root_leader && !root) return send(out, a.count, r->type.type, a.root, Tag::reduce, h.comm);
+    if (h.rank == root_leader && !root) return send(out, a.count, r->type.type, a.root, Tag::reduce, h.comm());
   }
-  if (root && !leader) return recv(a.rbuf, a.count, r->type.type, root_leader, Tag::reduce, h.comm);
+  if (root && !leader) return recv(a.rbuf, a.count, r->type.type, root_leader, Tag::reduce, h.comm());
   return MPI_SUCCESS;
 }
 

@@ -12,6 +12,7 @@
 #include "support/config.h"
 #include "support/counters.h"
 #include "support/staging.h"
+#include "topology/hierarchy.h"
 
 namespace veneer {
 
@@ -86,6 +87,9 @@ void print_report() {
     // Every rank decides alike, so rank 0's decisions speak for all.
     std::fprintf(out, "  %-28s %s\n", cfg.report == 2 ? "decisions by source" : "decisions by source, rank 0",
                  sources.c_str());
+    // Communicators Veneer made for its own algorithms (none while the library serves every collective).
+    std::fprintf(out, "  %-28s %14lld\n", cfg.report == 2 ? "communicators made" : "communicators made, rank 0",
+                 static_cast<long long>(topology::communicators_created()));
     const std::string coll = collectives_report_text();
     if (!coll.empty()) std::fprintf(out, "%s", coll.c_str());
   }

@@ -4,6 +4,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <mutex>
+#include <unordered_map>
 
 #include <unistd.h>
 
@@ -14,6 +15,13 @@ namespace veneer::topology {
 namespace {
 
 std::atomic<int> g_live{0};
+std::atomic<int64_t> g_created{0};
+
+// Every communicator Veneer makes goes through here, so that tests can count them.
+int made(int rc) {
+  if (rc == MPI_SUCCESS) g_created.fetch_add(1, std::memory_order_relaxed);
+  return rc;
+}
 
 void free_comm(MPI_Comm& c) {
   if (c != MPI_COMM_NULL) PMPI_Comm_free(&c);
@@ -39,18 +47,6 @@ int keyval() {
   return g_keyval;
 }
 
-// The comm rank of rank 0 of node_comm: the lowest rank of my node, which names the node.
-int node_leader_rank(MPI_Comm node_comm, MPI_Comm comm) {
-  MPI_Group node_group, group;
-  PMPI_Comm_group(node_comm, &node_group);
-  PMPI_Comm_group(comm, &group);
-  int zero = 0, leader = MPI_UNDEFINED;
-  PMPI_Group_translate_ranks(node_group, 1, &zero, group, &leader);
-  PMPI_Group_free(&node_group);
-  PMPI_Group_free(&group);
-  return leader;
-}
-
 // More ranks on this machine than hardware threads: the launcher's count of
 // local ranks against the online processors (not this process's binding).
 bool locally_oversubscribed() {
@@ -73,16 +69,35 @@ Hierarchy::~Hierarchy() {
   if (!finalized) {
     free_comm(lane_comm_);
     free_comm(leader_comm_);
-    free_comm(node_comm);
-    free_comm(comm);
+    free_comm(node_comm_);
+    free_comm(comm_);
   }
   g_live.fetch_sub(1, std::memory_order_relaxed);
+}
+
+// Each is made once, by every rank at the same point (see hierarchy.h); a
+// failure leaves MPI_COMM_NULL and is not retried, so ranks stay in step.
+MPI_Comm Hierarchy::make_comm() const {
+  comm_made_ = true;
+  if (made(PMPI_Comm_dup(parent, &comm_)) != MPI_SUCCESS) comm_ = MPI_COMM_NULL;
+  return comm_;
+}
+
+MPI_Comm Hierarchy::make_node_comm() const {
+  node_comm_made_ = true;
+  const MPI_Comm all = comm();
+  if (all != MPI_COMM_NULL && made(PMPI_Comm_split(all, node_index, rank, &node_comm_)) != MPI_SUCCESS)
+    node_comm_ = MPI_COMM_NULL;
+  return node_comm_;
 }
 
 MPI_Comm Hierarchy::leaders() const {
   if (!leaders_made_) {
     leaders_made_ = true;
-    PMPI_Comm_split(comm, node_rank == 0 ? 0 : MPI_UNDEFINED, node_index, &leader_comm_);
+    const MPI_Comm all = comm();
+    if (all != MPI_COMM_NULL &&
+        made(PMPI_Comm_split(all, node_rank == 0 ? 0 : MPI_UNDEFINED, node_index, &leader_comm_)) != MPI_SUCCESS)
+      leader_comm_ = MPI_COMM_NULL;
   }
   return leader_comm_;
 }
@@ -90,9 +105,17 @@ MPI_Comm Hierarchy::leaders() const {
 MPI_Comm Hierarchy::lanes() const {
   if (!lanes_made_) {
     lanes_made_ = true;
-    PMPI_Comm_split(comm, node_rank, node_index, &lane_comm_);
+    const MPI_Comm all = comm();
+    if (all != MPI_COMM_NULL && made(PMPI_Comm_split(all, node_rank, node_index, &lane_comm_)) != MPI_SUCCESS)
+      lane_comm_ = MPI_COMM_NULL;
   }
   return lane_comm_;
+}
+
+int Hierarchy::communicators_made() const {
+  int n = 0;
+  for (MPI_Comm c : {comm_, node_comm_, leader_comm_, lane_comm_}) n += c != MPI_COMM_NULL;
+  return n;
 }
 
 std::string Hierarchy::describe() const {
@@ -138,14 +161,25 @@ std::optional<std::vector<int>> pretend_node_sizes_from_env() {
   return sizes;
 }
 
+int64_t host_key() {
+  static const int64_t key = [] {
+    char name[256] = {};
+    if (gethostname(name, sizeof name - 1) != 0) name[0] = '\0';
+    uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a
+    for (const char* c = name; *c; ++c) h = (h ^ static_cast<unsigned char>(*c)) * 0x100000001b3ull;
+    return static_cast<int64_t>(h);
+  }();
+  return key;
+}
+
 std::unique_ptr<Hierarchy> build_hierarchy(MPI_Comm comm, std::optional<int> node_key) {
   int inter = 0;
   if (comm == MPI_COMM_NULL || PMPI_Comm_test_inter(comm, &inter) != MPI_SUCCESS || inter) return nullptr;
   auto h = std::make_unique<Hierarchy>();
   g_live.fetch_add(1, std::memory_order_relaxed);
-  if (PMPI_Comm_dup(comm, &h->comm) != MPI_SUCCESS) return nullptr;
-  PMPI_Comm_rank(h->comm, &h->rank);
-  PMPI_Comm_size(h->comm, &h->size);
+  h->parent = comm;
+  PMPI_Comm_rank(comm, &h->rank);
+  PMPI_Comm_size(comm, &h->size);
 
   if (!node_key) {
     if (auto sizes = pretend_node_sizes_from_env()) {
@@ -154,44 +188,33 @@ std::unique_ptr<Hierarchy> build_hierarchy(MPI_Comm comm, std::optional<int> nod
       node_key = node_of_index(world_rank, *sizes);
     }
   }
-  int rc = MPI_SUCCESS;
-  if (node_key) {
-    h->pretend = true;
-    rc = PMPI_Comm_split(h->comm, std::max(0, *node_key), h->rank, &h->node_comm);
-  } else {
-    rc = PMPI_Comm_split_type(h->comm, MPI_COMM_TYPE_SHARED, h->rank, MPI_INFO_NULL, &h->node_comm);
-  }
-  if (rc != MPI_SUCCESS) return nullptr;
-  PMPI_Comm_rank(h->node_comm, &h->node_rank);
-  PMPI_Comm_size(h->node_comm, &h->node_size);
+  h->pretend = node_key.has_value();
+  // Every rank learns every rank's node key, and whether its real node is
+  // oversubscribed: one allgather on the user's communicator, no new communicator.
+  const int64_t mine[2] = {node_key ? std::max(0, *node_key) : host_key(), locally_oversubscribed() ? 1 : 0};
+  std::vector<int64_t> all(2 * static_cast<size_t>(h->size));
+  if (PMPI_Allgather(mine, 2, MPI_INT64_T, all.data(), 2, MPI_INT64_T, comm) != MPI_SUCCESS) return nullptr;
 
-  // Every rank learns every rank's node, named by its lowest rank, and whether its real node is oversubscribed.
-  int mine[2] = {node_leader_rank(h->node_comm, h->comm), locally_oversubscribed() ? 1 : 0};
-  std::vector<int> all(2 * static_cast<size_t>(h->size));
-  if (PMPI_Allgather(mine, 2, MPI_INT, all.data(), 2, MPI_INT, h->comm) != MPI_SUCCESS) return nullptr;
-  std::vector<int> leader_of(static_cast<size_t>(h->size));
-  for (size_t r = 0; r < leader_of.size(); ++r) {
-    leader_of[r] = all[2 * r];
-    h->oversubscribed = h->oversubscribed || all[2 * r + 1];
-  }
-  std::vector<int> index_of_leader(static_cast<size_t>(h->size), -1);
+  // Nodes are numbered in the order of their lowest rank; a rank's index on
+  // its node is its place among the node's ranks in rank order.
+  std::unordered_map<int64_t, int> node_of_key;
   h->node_of_rank.resize(static_cast<size_t>(h->size));
   h->local_rank_of.resize(static_cast<size_t>(h->size));
   for (int r = 0; r < h->size; ++r) {
-    int leader = leader_of[static_cast<size_t>(r)];
-    if (leader < 0 || leader >= h->size) return nullptr;
-    int& node = index_of_leader[static_cast<size_t>(leader)];
-    if (node < 0) {  // leaders appear in ascending order: a node's lowest rank comes first
-      node = static_cast<int>(h->node_ranks.size());
-      h->node_ranks.emplace_back();
-    }
+    const int64_t key = all[2 * static_cast<size_t>(r)];
+    const auto [it, fresh] = node_of_key.try_emplace(key, static_cast<int>(h->node_ranks.size()));
+    if (fresh) h->node_ranks.emplace_back();
+    const int node = it->second;
     auto& members = h->node_ranks[static_cast<size_t>(node)];
     h->node_of_rank[static_cast<size_t>(r)] = node;
     h->local_rank_of[static_cast<size_t>(r)] = static_cast<int>(members.size());
     members.push_back(r);
+    h->oversubscribed = h->oversubscribed || all[2 * static_cast<size_t>(r) + 1] != 0;
   }
   h->node_count = static_cast<int>(h->node_ranks.size());
   h->node_index = h->node_of_rank[static_cast<size_t>(h->rank)];
+  h->node_rank = h->local_rank_of[static_cast<size_t>(h->rank)];
+  h->node_size = h->node_size_of(h->node_index);
   h->min_ranks_per_node = h->size;
   h->max_ranks_per_node = 0;
   for (const auto& members : h->node_ranks) {
@@ -226,5 +249,6 @@ void forget_hierarchy(MPI_Comm comm) {
 }
 
 int live_hierarchies() { return g_live.load(std::memory_order_relaxed); }
+int64_t communicators_created() { return g_created.load(std::memory_order_relaxed); }
 
 }  // namespace veneer::topology

@@ -1,15 +1,26 @@
 #pragma once
 // The node structure of one communicator, as the hierarchical collectives
-// need it: which ranks share a node, one communicator per node, one among the
-// node leaders, and one per "lane" (the ranks with the same local index on
-// every node). Built collectively on first use and cached on the communicator
-// with an attribute, whose delete callback frees it with the communicator.
+// need it: which ranks share a node, and Veneer's private communicators over
+// those ranks (a duplicate, one per node, one among the node leaders, one per
+// "lane": the ranks with the same local index on every node). Cached on the
+// communicator with an attribute, whose delete callback frees it with the
+// communicator.
+//
+// Two steps, so that deciding creates no communicator:
+// - the layout (who is on which node) is learnt with one allgather on the
+//   user's communicator, inside a collective call every rank makes: it adds a
+//   collective to that communicator, never a communicator to the job;
+// - the private communicators are made only when an algorithm that runs on
+//   them is chosen, each on first use, inside that same collective call, so a
+//   job whose collectives all go to the library keeps the library's own
+//   sequence of communicators (context ids) untouched.
 //
 // Every communicator in here is private to Veneer (duplicates and splits), so
 // the point-to-point messages of an algorithm can never match a receive the
 // application posted on its own communicator.
 #include <mpi.h>
 
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
@@ -19,11 +30,10 @@
 namespace veneer::topology {
 
 struct Hierarchy {
-  MPI_Comm comm = MPI_COMM_NULL;         // duplicate of the user's communicator, same ranks
+  MPI_Comm parent = MPI_COMM_NULL;       // the user's communicator this describes (not owned)
   int rank = 0;
   int size = 0;
 
-  MPI_Comm node_comm = MPI_COMM_NULL;    // ranks on my node, in rank order
   int node_rank = 0;                     // my index on my node (my lane)
   int node_size = 0;
 
@@ -46,31 +56,47 @@ struct Hierarchy {
   Hierarchy() = default;
   Hierarchy(const Hierarchy&) = delete;
   Hierarchy& operator=(const Hierarchy&) = delete;
-  ~Hierarchy();  // frees the communicators (needs MPI still initialised)
+  ~Hierarchy();  // frees the communicators made (needs MPI still initialised)
 
   int node_size_of(int node) const { return static_cast<int>(node_ranks[static_cast<size_t>(node)].size()); }
   // "8 ranks on 3 nodes (3,2,3), node-consecutive"
   std::string describe() const;
 
+  // Veneer's private communicators, each made on first use, so only the
+  // algorithms that need one cost the job a communicator (and a context id).
+  // Making one is collective over `parent`: every rank calls it, leader or
+  // not, at the same point of the same collective call (algorithms declare
+  // what they use; collectives.cpp makes it before they run).
+  // MPI_COMM_NULL where the library failed to make it.
+  MPI_Comm comm() const { return comm_made_ ? comm_ : make_comm(); }  // duplicate of parent: same ranks
+  MPI_Comm node_comm() const { return node_comm_made_ ? node_comm_ : make_node_comm(); }  // my node, in rank order
   // The node leaders (node_rank 0 of every node, in node order; MPI_COMM_NULL
   // on other ranks) and my lane (the ranks with my node_rank, one per node
-  // that has one, in node order). Made on first use, so communicators only
-  // algorithms that need them cost context ids: collective over `comm`, so
-  // every rank calls it, leader or not, in the same collective call.
+  // that has one, in node order).
   MPI_Comm leaders() const;
   MPI_Comm lanes() const;
+  // How many of the four exist now (0 until an algorithm or a test asks for one).
+  int communicators_made() const;
 
  private:
+  MPI_Comm make_comm() const;
+  MPI_Comm make_node_comm() const;
+  mutable MPI_Comm comm_ = MPI_COMM_NULL;
+  mutable MPI_Comm node_comm_ = MPI_COMM_NULL;
   mutable MPI_Comm leader_comm_ = MPI_COMM_NULL;
   mutable MPI_Comm lane_comm_ = MPI_COMM_NULL;
+  mutable bool comm_made_ = false;
+  mutable bool node_comm_made_ = false;
   mutable bool leaders_made_ = false;
   mutable bool lanes_made_ = false;
 };
 
-// Builds the hierarchy of `comm` (collective over comm). `node_key`: this
-// rank's node, as any non-negative integer shared by the ranks of one node; nullopt means
-// the real nodes (MPI_Comm_split_type shared), or the pretend ones of
-// VENEER_RANKS_PER_NODE. Returns nullptr on an intercommunicator or an MPI error.
+// Learns the layout of `comm` (collective over comm: one allgather on it; no
+// communicator is made). `node_key`: this rank's node, as any non-negative
+// integer shared by the ranks of one node; nullopt means the pretend nodes of
+// VENEER_RANKS_PER_NODE, or else the real ones (the ranks with the same host
+// name). Returns nullptr on an intercommunicator or an MPI error. comm must
+// outlive the result.
 std::unique_ptr<Hierarchy> build_hierarchy(MPI_Comm comm, std::optional<int> node_key = std::nullopt);
 
 // The cached hierarchy of `comm`, built on first call (then collective over comm).
@@ -82,6 +108,13 @@ void forget_hierarchy(MPI_Comm comm);
 
 // Hierarchies alive right now (cached or not), for tests of the cache's cleanup.
 int live_hierarchies();
+// Communicators Veneer has made so far in this process (every duplicate and
+// split, freed or not), for tests that the library's sequence is untouched.
+int64_t communicators_created();
+
+// This machine as a node key: a 64-bit hash of its host name (the launchers
+// of Open MPI and MPICH tell nodes apart by name; ranks of one host share memory).
+int64_t host_key();
 
 // Node sizes given as "k" or "3,2,3" (the list repeats over the ranks); nullopt on junk.
 std::optional<std::vector<int>> parse_node_sizes(std::string_view text);

@@ -105,8 +105,14 @@ void expect_hierarchy(const Hierarchy& h, const std::vector<int>& node_of_rank, 
   const auto& mine = members[static_cast<size_t>(h.node_index)];
   EXPECT_EQ(h.node_size, static_cast<int>(mine.size()));
   EXPECT_EQ(mine[static_cast<size_t>(h.node_rank)], h.rank);
+  // Learning the layout made no communicator; asking for one makes it, once.
+  EXPECT_EQ(h.communicators_made(), 0);
+  const int64_t created = topology::communicators_created();
   int size = 0;
-  PMPI_Comm_size(h.node_comm, &size);
+  PMPI_Comm_size(h.node_comm(), &size);
+  EXPECT_EQ(h.node_comm(), h.node_comm());
+  EXPECT_EQ(topology::communicators_created(), created + 2);  // the duplicate and the node's
+  EXPECT_EQ(h.communicators_made(), 2);
   EXPECT_EQ(size, h.node_size);
   const MPI_Comm leaders = h.leaders(), lanes = h.lanes();
   EXPECT_EQ(h.leaders(), leaders);  // made once
@@ -124,8 +130,10 @@ void expect_hierarchy(const Hierarchy& h, const std::vector<int>& node_of_rank, 
   EXPECT_EQ(size, lane_members);
   // The private duplicate has the same ranks but is another communicator.
   int compare = MPI_UNEQUAL;
-  PMPI_Comm_compare(h.comm, parent, &compare);
+  PMPI_Comm_compare(h.comm(), parent, &compare);
   EXPECT_EQ(compare, MPI_CONGRUENT);
+  EXPECT_EQ(h.parent, parent);
+  EXPECT_EQ(topology::communicators_created(), created + 4);
 }
 
 TEST(Topology, PretendNodesFromTheEnvironment) {
