@@ -137,6 +137,12 @@ bool library_cuda_aware() {
   return v == 1;
 }
 
+int64_t cached_packers() {
+  PackerCache& c = packer_cache();
+  std::lock_guard lock(c.mutex);
+  return static_cast<int64_t>(c.entries.size());
+}
+
 bool is_device(const void* p) { return kernels::buffer_kind(p) == kernels::MemoryKind::device; }
 
 Carried classify(const void* buf, int64_t count, MPI_Datatype type, bool to_library) {
