@@ -60,10 +60,20 @@ FrontTable& front_table() {
   return *t_front;
 }
 
+// Stale entries (their type freed, or the cache changed since) still hold
+// their layouts: each fill releases those among the next few slots, so that a
+// freed type's layout does not live on in a front that never meets its slot again.
+constexpr size_t kSweepPerFill = 16;
+
 // Stores a fresh entry as the most recent of its set (the other one is
 // kept if still valid, the older one dropped).
 const Front& front_fill(uint64_t key, uint64_t epoch, std::shared_ptr<const Layout> layout) {
   FrontTable& t = front_table();
+  for (size_t k = 0; k < kSweepPerFill; ++k) {
+    Front& f = t.slots[t.sweep];
+    t.sweep = (t.sweep + 1) % t.slots.size();
+    if (f.epoch != epoch && f.layout) f = Front{};
+  }
   const size_t i = set_of(key);
   Front& first = t.slots[i];
   Front& second = t.slots[i + 1];
@@ -72,11 +82,21 @@ const Front& front_fill(uint64_t key, uint64_t epoch, std::shared_ptr<const Layo
   return first;
 }
 
+std::atomic<FreedLayoutHook> g_freed_hook{nullptr};
+
 int on_type_free(MPI_Datatype type, int, void*, void*) {
   Cache& c = cache();
-  std::unique_lock lock(c.mutex);
-  c.entries.erase(key_of(type));
-  c.epoch.fetch_add(1, std::memory_order_release);
+  std::shared_ptr<const Layout> layout;
+  {
+    std::unique_lock lock(c.mutex);
+    auto it = c.entries.find(key_of(type));
+    if (it != c.entries.end()) {
+      layout = std::move(it->second.layout);
+      c.entries.erase(it);
+    }
+    c.epoch.fetch_add(1, std::memory_order_release);
+  }
+  if (FreedLayoutHook hook = g_freed_hook.load(std::memory_order_acquire); hook && layout) hook(layout.get());
   return MPI_SUCCESS;
 }
 
@@ -95,6 +115,8 @@ std::shared_ptr<const Layout> build(MPI_Datatype type) {
 }
 
 }  // namespace
+
+void set_freed_layout_hook(FreedLayoutHook hook) { g_freed_hook.store(hook, std::memory_order_release); }
 
 void cache_init() {
   Cache& c = cache();

@@ -40,6 +40,7 @@ struct Front {
 inline constexpr size_t kFrontSets = 2048;
 struct FrontTable {
   std::array<Front, 2 * kFrontSets> slots;
+  size_t sweep = 0;  // where the next fill starts releasing stale entries
 };
 extern thread_local constinit FrontTable* t_front [[gnu::tls_model("initial-exec")]];
 extern std::atomic<uint64_t> g_epoch;  // bumped whenever an entry leaves the cache
@@ -79,6 +80,12 @@ const Layout* peek_slow(MPI_Datatype type);
     return f->layout.get();
   return detail::peek_slow(type);
 }
+
+// Called (outside the cache's lock) with the layout of every type freed
+// while decoded, so that what others keep per layout (device packers) can go
+// with it. One hook; null removes it.
+using FreedLayoutHook = void (*)(const Layout* layout);
+void set_freed_layout_hook(FreedLayoutHook hook);
 
 struct CacheStats {
   int64_t entries = 0, hits = 0, misses = 0, decoded = 0, unsupported = 0, evicted = 0;

@@ -7,6 +7,7 @@
 #include <map>
 #include <mutex>
 #include <utility>
+#include <vector>
 
 #include "datatypes/cache.h"
 #include "interposer/switchboard.h"
@@ -137,6 +138,28 @@ bool library_cuda_aware() {
   return v == 1;
 }
 
+// A freed type's packers go with it (the sweep above would find them only
+// once every thread's type cache front had let go of the layout).
+static void forget_packers(const datatypes::Layout* layout) {
+  std::vector<std::shared_ptr<const kernels::DevicePacker>> dropped;  // destroyed outside the lock
+  PackerCache& c = packer_cache();
+  std::lock_guard lock(c.mutex);
+  for (auto it = c.entries.begin(); it != c.entries.end();) {
+    if (it->first.layout == layout) {
+      dropped.push_back(std::move(it->second.packer));
+      it = c.entries.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+int64_t cached_packers() {
+  PackerCache& c = packer_cache();
+  std::lock_guard lock(c.mutex);
+  return static_cast<int64_t>(c.entries.size());
+}
+
 bool is_device(const void* p) { return kernels::buffer_kind(p) == kernels::MemoryKind::device; }
 
 Carried classify(const void* buf, int64_t count, MPI_Datatype type, bool to_library) {
@@ -255,9 +278,11 @@ void start() {
   const int configured = config().cuda_aware;
   g_cuda_aware.store(configured >= 0 ? configured : ask_library(), std::memory_order_relaxed);
   kernels::set_pool_limit(config().pinned_pool);
+  datatypes::set_freed_layout_hook(&forget_packers);
 }
 
 void stop() {
+  datatypes::set_freed_layout_hook(nullptr);
   {
     PackerCache& c = packer_cache();
     std::lock_guard lock(c.mutex);

@@ -77,5 +77,7 @@ bool copy_bytes(void* dst, const void* src, int64_t bytes);
 // At MPI_Init (detects CUDA-awareness) and MPI_Finalize (frees packers and pools).
 void start();
 void stop();
+// Device packers cached now (for the report and the long-run test).
+int64_t cached_packers();
 
 }  // namespace veneer::device

@@ -8,6 +8,7 @@
 #include "algorithms/measured.h"
 #include "algorithms/select.h"
 #include "datatypes/cache.h"
+#include "interposer/footprint.h"
 #include "interposer/requests.h"
 #include "support/config.h"
 #include "support/counters.h"
@@ -71,6 +72,14 @@ void print_report() {
     std::fprintf(out, "  %-28s %14lld (limit %lld)\n", "staging bytes pooled", static_cast<long long>(pool.pooled_bytes),
                  static_cast<long long>(pool.limit));
     std::fprintf(out, "  %-28s %14lld\n", "staging buffers reused", static_cast<long long>(pool.reused));
+    // What Veneer still holds at MPI_Finalize, before it lets go of it (rank 0's, or this rank's).
+    const Footprint f = footprint();
+    std::fprintf(out, "  %-28s %14lld (limit %lld each)\n", "pinned / device bytes pooled",
+                 static_cast<long long>(f.pinned_bytes + f.device_bytes), static_cast<long long>(f.pinned_limit));
+    std::fprintf(out, "  %-28s %14lld\n", "device packers cached", static_cast<long long>(f.device_packers));
+    std::fprintf(out, "  %-28s %14lld (%lld freed by the user)\n", "requests unfinished",
+                 static_cast<long long>(f.requests_tracked), static_cast<long long>(f.requests_detached));
+    std::fprintf(out, "  %-28s %14lld\n", "hierarchies alive", static_cast<long long>(f.hierarchies));
     // Which model decided: the machine profile (or why not), and where the chosen times came from.
     const std::string profile = algorithms::profile_info().describe();
     std::fprintf(out, "  %-28s %s\n", "model", profile.c_str());

@@ -159,6 +159,12 @@ int64_t high_water() {
   return t.high_water;
 }
 
+int64_t tracked_count() {
+  Table& t = table();
+  std::lock_guard lock(t.mutex);
+  return static_cast<int64_t>(t.live.size() + t.detached.size());
+}
+
 int64_t detached_count() {
   Table& t = table();
   std::lock_guard lock(t.mutex);
