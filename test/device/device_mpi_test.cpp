@@ -1373,6 +1373,118 @@ TEST_F(Device, NeighborAlltoallvOnADistGraphWithUnequalDegrees) {
   MPI_Comm_free(&graph);
 }
 
+// 4b. Alltoallw and Neighbor_alltoallw: a type per block, byte displacements.
+
+// One side of an Alltoallw: per block a count, a type and a byte displacement
+// (blocks 8 bytes apart, gaps that must stay untouched), in a buffer of `bytes`.
+struct WSide {
+  std::vector<int> counts;
+  std::vector<MPI_Datatype> types;
+  std::vector<MPI_Aint> displs;
+  int bytes = 0;
+};
+// Block i holds units[i] x four doubles as `vec` instances (strided) or as doubles.
+WSide w_side(const std::vector<int>& units, const std::vector<bool>& strided, MPI_Datatype vec) {
+  WSide s;
+  for (size_t i = 0; i < units.size(); ++i) {
+    s.types.push_back(strided[i] ? vec : MPI_DOUBLE);
+    s.counts.push_back(strided[i] ? units[i] : 4 * units[i]);
+    s.displs.push_back(s.bytes);
+    s.bytes += units[i] * 80 + 8;  // a vec's extent is 10 doubles
+  }
+  s.bytes = std::max(s.bytes, 1);
+  return s;
+}
+
+// Through Veneer (each side on the device or the host) and through the
+// library on host copies; the receive buffers must match byte for byte.
+void check_alltoallw(MPI_Comm comm, bool neighborhood, const WSide& sp, bool send_dev, const WSide& rp, bool recv_dev,
+                     int salt) {
+  const int me = rank_of();
+  Typed src(MPI_BYTE, sp.bytes, data_seed(me, salt));
+  Typed dst(MPI_BYTE, rp.bytes, sentinel_seed(me, salt));
+  Typed ref(MPI_BYTE, rp.bytes, sentinel_seed(me, salt));
+  void* sbuf = send_dev ? src.dev() : src.host();
+  void* rbuf = recv_dev ? dst.dev() : dst.host();
+  if (neighborhood) {
+    ASSERT_EQ(MPI_Neighbor_alltoallw(sbuf, sp.counts.data(), sp.displs.data(), sp.types.data(), rbuf,
+                                     rp.counts.data(), rp.displs.data(), rp.types.data(), comm),
+              MPI_SUCCESS);
+    ASSERT_EQ(PMPI_Neighbor_alltoallw(src.host(), sp.counts.data(), sp.displs.data(), sp.types.data(), ref.host(),
+                                      rp.counts.data(), rp.displs.data(), rp.types.data(), comm),
+              MPI_SUCCESS);
+  } else {
+    const std::vector<int> sd(sp.displs.begin(), sp.displs.end()), rd(rp.displs.begin(), rp.displs.end());
+    ASSERT_EQ(MPI_Alltoallw(sbuf, sp.counts.data(), sd.data(), sp.types.data(), rbuf, rp.counts.data(), rd.data(),
+                            rp.types.data(), comm),
+              MPI_SUCCESS);
+    ASSERT_EQ(PMPI_Alltoallw(src.host(), sp.counts.data(), sd.data(), sp.types.data(), ref.host(), rp.counts.data(),
+                             rd.data(), rp.types.data(), comm),
+              MPI_SUCCESS);
+  }
+  EXPECT_TRUE(same_bytes(recv_dev ? dst.download() : dst.image(), ref.image()));
+  EXPECT_TRUE(same_bytes(src.download(), src.image()));
+}
+
+TEST_F(Device, AlltoallwMixedTypesPerBlock) {
+  AlltoallTypes t;
+  const int me = rank_of(), p = size_of();
+  // From rank a to rank b: 1 + (a + 2b) % 3 units (or (a + 2b) % 3: some
+  // empty), strided on the send side when a + b is even, on the receive
+  // side when b is odd: every pairing of strided and contiguous blocks.
+  for (int with_empty = 0; with_empty < 2; ++with_empty) {
+    std::vector<int> out_units, in_units;
+    std::vector<bool> out_strided, in_strided;
+    for (int j = 0; j < p; ++j) {
+      out_units.push_back((with_empty ? 0 : 1) + (me + 2 * j) % 3);
+      in_units.push_back((with_empty ? 0 : 1) + (j + 2 * me) % 3);
+      out_strided.push_back((me + j) % 2 == 0);
+      in_strided.push_back(me % 2 == 1);
+    }
+    const WSide sp = w_side(out_units, out_strided, t.vec), rp = w_side(in_units, in_strided, t.vec);
+    const bool sides[][2] = {{true, true}, {true, false}, {false, true}};
+    int salt = 200 + 10 * with_empty;
+    for (const auto& d : sides) {
+      SCOPED_TRACE(salt);
+      check_alltoallw(MPI_COMM_WORLD, false, sp, d[0], rp, d[1], salt++);
+    }
+  }
+}
+
+// The halo3d shape: a distributed graph whose neighbours repeat (every rank
+// twice, in a fixed order on both sides) and an open ring's MPI_PROC_NULL
+// neighbours (blocks left untouched).
+TEST_F(Device, NeighborAlltoallwOnAGraphAndAnOpenRing) {
+  AlltoallTypes t;
+  const int p = size_of();
+  std::vector<int> peers;
+  for (int k = 0; k < 2; ++k)
+    for (int j = 0; j < p; ++j) peers.push_back(j);
+  MPI_Comm graph;
+  MPI_Dist_graph_create_adjacent(MPI_COMM_WORLD, static_cast<int>(peers.size()), peers.data(), MPI_UNWEIGHTED,
+                                 static_cast<int>(peers.size()), peers.data(), MPI_UNWEIGHTED, MPI_INFO_NULL, 0,
+                                 &graph);
+  // Every block the same size (the library pairs repeated edges in order),
+  // strided or not by position.
+  std::vector<int> units(peers.size(), 2);
+  std::vector<bool> strided_out, strided_in;
+  for (size_t i = 0; i < peers.size(); ++i) {
+    strided_out.push_back(i % 2 == 0);
+    strided_in.push_back(i % 3 == 0);
+  }
+  check_alltoallw(graph, true, w_side(units, strided_out, t.vec), true, w_side(units, strided_in, t.vec), true, 230);
+  check_alltoallw(graph, true, w_side(units, strided_out, t.vec), false, w_side(units, strided_in, t.vec), true, 231);
+  MPI_Comm_free(&graph);
+
+  MPI_Comm ring;
+  const int dims[] = {p}, periods[] = {0};
+  MPI_Cart_create(MPI_COMM_WORLD, 1, dims, periods, 0, &ring);
+  // [left, right]: three units go left and come from the right, two the other way.
+  const WSide sp = w_side({3, 2}, {true, false}, t.vec), rp = w_side({2, 3}, {false, true}, t.vec);
+  check_alltoallw(ring, true, sp, true, rp, true, 232);
+  MPI_Comm_free(&ring);
+}
+
 // ---------------------------------------------------------------------------
 // 5. Collectives on device buffers of predefined types, staged through host
 // memory, against the library's collective on host copies. Values are small
