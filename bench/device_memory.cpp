@@ -57,6 +57,8 @@ DeviceChoice open_device([[maybe_unused]] bool library_reads_device) {
   return c;
 }
 
+bool veneer_loaded() { return veneer_install() != nullptr; }
+
 bool library_says_cuda_aware() {
   using OmpiQuery = int (*)();
   using MpichQuery = int (*)(int, int*);

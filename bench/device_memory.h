@@ -28,6 +28,10 @@ struct DeviceChoice {
 // library read and write device memory, as a CUDA-aware one would.
 DeviceChoice open_device(bool library_reads_device);
 
+// Whether libveneer is in this process (preloaded): asked of the dynamic
+// linker, not read from LD_PRELOAD, where other libraries may carry the name.
+bool veneer_loaded();
+
 // After MPI_Init: whether the library underneath says it reads device memory
 // (Open MPI's MPIX_Query_cuda_support, MPICH's MPIX_GPU_query_support).
 bool library_says_cuda_aware();

@@ -248,10 +248,7 @@ double median(std::vector<double> v) {
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-bool veneer_preloaded() {
-  const char* p = std::getenv("LD_PRELOAD");
-  return p && std::strstr(p, "veneer");
-}
+bool veneer_preloaded() { return veneer::bench::veneer_loaded(); }
 
 std::string veneer_method() {
   if (!veneer_preloaded()) return "library";

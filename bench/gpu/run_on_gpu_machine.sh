@@ -35,9 +35,18 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 carry=$root/build-gpu-carry
 
 # --- --prepare: what to carry ------------------------------------------------
-# The MPI packages and their dependency closure, less the base system (priority
-# required/important: a machine with CMake and a compiler has those).
+# The MPI packages and their dependency closure, less what a machine that
+# builds CUDA code has anyway (priority required/important, the C library and
+# the compilers) and what MPI does without here (fonts, X, perl, ssh).
 mpi_packages=(openmpi-bin libopenmpi-dev mpich libmpich-dev libhwloc-dev hwloc pkg-config)
+not_carried='^(libc6|libc-dev-bin|linux-libc-dev|libcrypt|gcc|g\+\+|cpp|gfortran|libgfortran-[0-9]+-dev|binutils|'
+not_carried+='libbinutils|libctf|libgprofng|libstdc\+\+|libgcc|libasan|liblsan|libtsan|libubsan|libitm|libatomic|'
+not_carried+='libquadmath|libgomp|libcc1|libisl|libmpc|libmpfr|libgmp|fonts-|fontconfig|libfont|libfreetype|libx11|'
+not_carried+='libxau|libxcb|libxdmcp|libxext|libxrender|x11-|libcairo|libpixman|libpng|perl|libperl|openssh|'
+not_carried+='libselinux|libsemanage|libsepol|libpam|libaudit|libcap-ng|libdb5|libgdbm|libicu|libz3|libedit|libbsd|'
+not_carried+='libmd0|libtinfo|libreadline|readline-common|zlib1g|libzstd|liblzma|libbz2|libexpat|libffi|libssl|'
+not_carried+='libkrb|libk5crypto|libgssapi|libkeyutils|libcom-err|libuuid|libacl1|lsb-base|install-info|cdebconf|'
+not_carried+='ttf-|libslang|libfido|libcbor|libnsl|libtirpc|rpcsvc-proto|libjs-)'
 if [[ ${1:-} == --prepare ]]; then
   src=${GTEST_SOURCE:-/usr/src/googletest}
   [[ -f $src/CMakeLists.txt ]] || { echo "no GoogleTest sources at $src (set GTEST_SOURCE)"; exit 1; }
@@ -51,6 +60,7 @@ if [[ ${1:-} == --prepare ]]; then
   for p in "${closure[@]}"; do
     prio=$(dpkg-query -W -f='${Priority}' "$p" 2>/dev/null) || continue  # virtual or not installed here
     [[ $prio == required || $prio == important ]] && continue
+    [[ $p =~ $not_carried ]] && continue
     wanted+=("$p")
   done
   missing=()
@@ -115,7 +125,6 @@ unpack_debs() {
   if [[ -d $r/usr/lib/$multiarch/openmpi ]]; then
     export OPAL_PREFIX=$r/usr                      # Open MPI finds its components, help files and wrapper data
     export PMIX_INSTALL_PREFIX=$r/usr              # and PMIx its plugins
-    export OMPI_MCA_plm_rsh_agent=                 # one node: no ssh
   fi
   [[ -d $r/usr/lib/$multiarch/hwloc ]] && export HWLOC_PLUGINS_PATH=$r/usr/lib/$multiarch/hwloc
   [[ -d $r/usr/lib/$multiarch/libfabric ]] && export FI_PROVIDER_PATH=$r/usr/lib/$multiarch/libfabric
