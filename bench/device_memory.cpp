@@ -5,6 +5,8 @@
 
 #include <cinttypes>
 #include <cstdio>
+#include <cstdlib>
+#include <string_view>
 
 #if VENEER_BENCH_EMULATED_GPU
 #include "test/device/emulator.h"
@@ -38,6 +40,9 @@ DeviceChoice open_device([[maybe_unused]] bool library_reads_device) {
 #if VENEER_BENCH_EMULATED_GPU
   test::EmulatorOptions o;
   o.host_accessible = library_reads_device;
+  // As in the device MPI tests: the emulated packer refuses every layout.
+  const char* refuse = std::getenv("VENEER_TEST_EMULATOR_REFUSE");
+  o.refuse_layouts = refuse && std::string_view(refuse) == "1";
   // Never destroyed: a preloaded Veneer keeps pooled buffers and packers of
   // it past MPI_Finalize, and static destructors run in no useful order.
   g_emulator = new test::EmulatedRuntime(o);
@@ -50,7 +55,14 @@ DeviceChoice open_device([[maybe_unused]] bool library_reads_device) {
   }
 #elif VENEER_HAVE_CUDA
   c.rt = kernels::cuda_runtime();
-  c.name = c.rt ? "cuda" : "none (no CUDA device)";
+  c.name = "cuda";
+  // Built with CUDA, run where there is no GPU (or no driver): say so once.
+  if (void* probe = c.rt ? c.rt->alloc_device(1) : nullptr) {
+    c.rt->free_device(probe);
+  } else {
+    c.rt = nullptr;
+    c.name = "none (CUDA found no usable GPU)";
+  }
 #else
   c.name = "none (built without CUDA and without VENEER_EMULATED_GPU_BENCH)";
 #endif

@@ -11,8 +11,9 @@
 // CMakeLists.txt): automatic, VENEER_DEVICE_METHOD=staged (4 KiB chunks),
 // =oneshot, VENEER_CUDA_AWARE=1 (the emulator then lets the library read and
 // write device memory, as a CUDA-aware one would) and
-// VENEER_TEST_EMULATOR_REFUSE=1 (the device packer refuses every layout, the
-// library reads device memory: everything passes through).
+// VENEER_TEST_EMULATOR_REFUSE=1 (the device packer refuses every layout:
+// Veneer copies each buffer's span through host memory and packs it there),
+// and both (a CUDA-aware library is handed refused layouts as they are).
 #include <gtest/gtest.h>
 #include <mpi.h>
 
@@ -35,7 +36,7 @@ namespace {
 using veneer::test::EmulatedRuntime;
 using veneer::test::EmulatorCounters;
 
-enum class Mode { automatic, staged, oneshot, cuda_aware, refused };
+enum class Mode { automatic, staged, oneshot, cuda_aware, refused, refused_cuda_aware };
 
 bool is_mpich() {
   static const bool mpich = [] {
@@ -55,7 +56,8 @@ bool env_is(const char* name, std::string_view value) {
 // Read from the same variables Veneer reads at MPI_Init, so both agree.
 Mode mode() {
   static const Mode m = [] {
-    if (env_is("VENEER_TEST_EMULATOR_REFUSE", "1")) return Mode::refused;
+    if (env_is("VENEER_TEST_EMULATOR_REFUSE", "1"))
+      return env_is("VENEER_CUDA_AWARE", "1") ? Mode::refused_cuda_aware : Mode::refused;
     if (env_is("VENEER_CUDA_AWARE", "1")) return Mode::cuda_aware;
     if (env_is("VENEER_DEVICE_METHOD", "staged")) return Mode::staged;
     if (env_is("VENEER_DEVICE_METHOD", "oneshot")) return Mode::oneshot;
@@ -69,10 +71,10 @@ EmulatedRuntime& emu() {
   // and Veneer's packer cache outlives static destructors.
   static EmulatedRuntime* e = [] {
     veneer::test::EmulatorOptions o;
-    // A library that is not CUDA-aware never touches device memory unless it
-    // is told to (CUDA-aware) or Veneer passes a refused layout through.
-    o.host_accessible = mode() == Mode::cuda_aware || mode() == Mode::refused;
-    o.refuse_layouts = mode() == Mode::refused;
+    // A library that is not CUDA-aware never touches device memory: only one
+    // told it is may (and is handed refused layouts).
+    o.host_accessible = mode() == Mode::cuda_aware || mode() == Mode::refused_cuda_aware;
+    o.refuse_layouts = mode() == Mode::refused || mode() == Mode::refused_cuda_aware;
     if (const char* d = std::getenv("VENEER_TEST_EMULATOR_DELAY_US")) o.delay_us = std::atoi(d);
     auto* r = new EmulatedRuntime(o);
     veneer::kernels::install_device_runtime(r);
@@ -942,7 +944,7 @@ TEST_F(Device, LargeOddSizedMessages) {
     SCOPED_TRACE(b.name);
     // Passed through, the host-to-device receive is MPICH's own receive of a
     // byte message into a struct with gaps, which MPICH 4.0.2 wrongly truncates above ~8 KiB.
-    if (mode() == Mode::refused && is_mpich() && b.type == st) continue;
+    if (mode() == Mode::refused_cuda_aware && is_mpich() && b.type == st) continue;
     Typed src(b.type, b.count, data_seed(r.me, salt));
     Typed dst(b.type, b.count, sentinel_seed(r.me, salt));
     Typed from_left(b.type, b.count, data_seed(r.left, salt));
@@ -1187,6 +1189,13 @@ TEST_F(Device, NonContiguousUsesTheMethodAskedFor) {
       EXPECT_EQ(d.copies_from_host, 0);
       break;
     case Mode::refused:
+      // The packer refused the layout: the span went through host memory
+      // (sent: read; received: read, unpacked into on the host, written back).
+      EXPECT_EQ(d.packs + d.unpacks, 0);
+      EXPECT_GE(d.copies_to_host, 2);
+      EXPECT_GE(d.copies_from_host, 1);
+      break;
+    case Mode::refused_cuda_aware:
       // The packer refused the layout: the library moved the bytes itself.
       EXPECT_EQ(d.packs + d.unpacks + d.copies, 0);
       break;
@@ -1211,7 +1220,12 @@ TEST_F(Device, LargeNonContiguousIsStagedUnlessOneshotIsForced) {
       break;
     case Mode::oneshot:
     case Mode::cuda_aware: EXPECT_EQ(d.copies, 0); break;
-    case Mode::refused: EXPECT_EQ(d.packs + d.unpacks + d.copies, 0); break;
+    case Mode::refused:
+      EXPECT_EQ(d.packs + d.unpacks, 0);
+      EXPECT_GE(d.copies_to_host, 2);
+      EXPECT_GE(d.copies_from_host, 1);
+      break;
+    case Mode::refused_cuda_aware: EXPECT_EQ(d.packs + d.unpacks + d.copies, 0); break;
   }
   MPI_Type_free(&column);
 }
@@ -1220,7 +1234,7 @@ TEST_F(Device, ContiguousIsCopiedOrLeftToTheLibrary) {
   const EmulatorCounters d = self_exchange_counts(MPI_DOUBLE, 5000, 82);
   // No kernel ever runs for a contiguous type.
   EXPECT_EQ(d.packs + d.unpacks, 0);
-  if (mode() == Mode::cuda_aware || mode() == Mode::refused) {
+  if (mode() == Mode::cuda_aware || mode() == Mode::refused_cuda_aware) {
     EXPECT_EQ(d.copies, 0);  // the library's business
   } else {
     EXPECT_GE(d.copies_to_host, 1);
