@@ -889,6 +889,60 @@ TEST_F(Device, ProbeThenReceiveIntoDevice) {
   }
 }
 
+// Matched probe, then MPI_Mrecv / MPI_Imrecv into device memory: the same
+// bytes and status as the library's matched receive into a host copy.
+TEST_F(Device, MatchedProbeThenReceiveIntoDevice) {
+  TypeSet set;
+  Ring r;
+  int salt = 240;
+  for (TestType& tt : set.types) {
+    for (int nonblocking = 0; nonblocking < 2; ++nonblocking, ++salt) {
+      SCOPED_TRACE(tt.name + (nonblocking ? " Imrecv" : " Mrecv"));
+      Typed src(tt.type, tt.count, data_seed(r.me, salt));
+      Typed dst(tt.type, tt.count, sentinel_seed(r.me, salt));
+      Typed ref(tt.type, tt.count, sentinel_seed(r.me, salt));
+      // Two messages from the left: the first into device memory through
+      // Veneer, the second into a host copy through the library.
+      MPI_Request q[2];
+      ASSERT_EQ(MPI_Isend(src.dev(), tt.count, tt.type, r.right, 7, MPI_COMM_WORLD, &q[0]), MPI_SUCCESS);
+      ASSERT_EQ(MPI_Isend(src.dev(), tt.count, tt.type, r.right, 7, MPI_COMM_WORLD, &q[1]), MPI_SUCCESS);
+      MPI_Message m;
+      MPI_Status st, ref_st;
+      if (nonblocking) {
+        int flag = 0;
+        while (!flag) MPI_Improbe(r.left, 7, MPI_COMM_WORLD, &flag, &m, &st);
+        MPI_Request rq;
+        ASSERT_EQ(MPI_Imrecv(dst.dev(), tt.count, tt.type, &m, &rq), MPI_SUCCESS);
+        EXPECT_EQ(m, MPI_MESSAGE_NULL);
+        ASSERT_EQ(MPI_Wait(&rq, &st), MPI_SUCCESS);
+      } else {
+        ASSERT_EQ(MPI_Mprobe(r.left, 7, MPI_COMM_WORLD, &m, &st), MPI_SUCCESS);
+        ASSERT_EQ(MPI_Mrecv(dst.dev(), tt.count, tt.type, &m, &st), MPI_SUCCESS);
+        EXPECT_EQ(m, MPI_MESSAGE_NULL);
+      }
+      ASSERT_EQ(PMPI_Mprobe(r.left, 7, MPI_COMM_WORLD, &m, &ref_st), MPI_SUCCESS);
+      ASSERT_EQ(PMPI_Mrecv(ref.host(), tt.count, tt.type, &m, &ref_st), MPI_SUCCESS);
+      MPI_Waitall(2, q, MPI_STATUSES_IGNORE);
+      EXPECT_TRUE(same_bytes(dst.download(), ref.image()));
+      EXPECT_EQ(st.MPI_SOURCE, ref_st.MPI_SOURCE);
+      EXPECT_EQ(st.MPI_TAG, ref_st.MPI_TAG);
+      int n = -1, ref_n = -2;
+      MPI_Get_count(&st, tt.type, &n);
+      PMPI_Get_count(&ref_st, tt.type, &ref_n);
+      EXPECT_EQ(n, ref_n);
+    }
+  }
+  // MPI_PROC_NULL: the message is MPI_MESSAGE_NO_PROC; the buffer stays untouched.
+  Typed dst(MPI_DOUBLE, 8, sentinel_seed(r.me, salt));
+  MPI_Message m;
+  MPI_Status st;
+  ASSERT_EQ(MPI_Mprobe(MPI_PROC_NULL, 7, MPI_COMM_WORLD, &m, &st), MPI_SUCCESS);
+  EXPECT_EQ(m, MPI_MESSAGE_NO_PROC);
+  ASSERT_EQ(MPI_Mrecv(dst.dev(), 8, MPI_DOUBLE, &m, &st), MPI_SUCCESS);
+  EXPECT_EQ(st.MPI_SOURCE, MPI_PROC_NULL);
+  EXPECT_TRUE(same_bytes(dst.download(), dst.image()));
+}
+
 // Zero instances: nothing moves, nothing is touched, the status says 0.
 TEST_F(Device, ZeroCountMessagesAndPacks) {
   TypeSet set;
