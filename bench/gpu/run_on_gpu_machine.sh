@@ -58,7 +58,9 @@ if [[ ${1:-} == --prepare ]]; then
     --no-replaces --no-enhances "${mpi_packages[@]}" 2>/dev/null | grep -E '^[a-z0-9]' | sort -u)
   wanted=()
   for p in "${closure[@]}"; do
-    prio=$(dpkg-query -W -f='${Priority}' "$p" 2>/dev/null) || continue  # virtual or not installed here
+    # Installed here only: the others are virtual or the unused side of an alternative.
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || continue
+    prio=$(dpkg-query -W -f='${Priority}' "$p")
     [[ $prio == required || $prio == important ]] && continue
     [[ $p =~ $not_carried ]] && continue
     wanted+=("$p")
