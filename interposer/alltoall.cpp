@@ -1,8 +1,9 @@
 // Alltoallv/Alltoallw and their neighbourhood forms with non-contiguous host
-// types: every block is packed into one staging buffer, the library moves
-// bytes, and received blocks are unpacked. The library call made is always the
-// same collective the user called (only with byte types), so ranks that take
-// over and ranks that pass through still match each other.
+// types (device buffers: device_alltoallv/w below): every block is packed into
+// one staging buffer, the library moves bytes, and received blocks are
+// unpacked. The library call made is always the same collective the user
+// called (only with byte types), so ranks that take over and ranks that pass
+// through still match each other.
 #include <mpi.h>
 
 #include <climits>
@@ -204,6 +205,87 @@ bool device_alltoallv(VFn fn, bool neighborhood, const void* sendbuf, const int*
   return true;
 }
 
+// Alltoallw and Neighbor_alltoallw with device memory at either base: every
+// block of a device side is packed on the GPU into one pinned (CUDA-aware
+// library: device) buffer and sent as bytes; received blocks are unpacked on
+// the GPU. A host side is handed over as it is. Returns false (the caller
+// passes through) if any block of a device side cannot be carried.
+template <class Disp>
+bool device_alltoallw(WFn<Disp> fn, bool neighborhood, const void* sendbuf, const int* sendcounts, const Disp* sdispls,
+                      const MPI_Datatype* sendtypes, void* recvbuf, const int* recvcounts, const Disp* rdispls,
+                      const MPI_Datatype* recvtypes, MPI_Comm comm, int* rc) {
+  int ns = 0, nr = 0;
+  if (!config().device || !peer_counts(comm, neighborhood, ns, nr)) return false;
+  kernels::DeviceRuntime* rt = kernels::device_runtime();
+  if (!rt) return false;
+  const bool sdev = device::is_device(sendbuf), rdev = device::is_device(recvbuf);
+  if (!sdev && !rdev) return false;
+  const bool on_device = device::library_cuda_aware();
+  const auto kind = on_device ? kernels::PooledBuffer::Kind::device : kernels::PooledBuffer::Kind::pinned;
+  // One side's blocks, each carried (a block of count 0 moves nothing), and
+  // their places in the staging buffer.
+  struct DeviceSide {
+    std::vector<device::Carried> blocks;
+    std::vector<int> counts;
+    std::vector<Disp> displs;
+    std::vector<MPI_Datatype> bytes_types;
+    kernels::PooledBuffer staging;
+  };
+  auto plan = [&](DeviceSide& d, int n, const void* base, const int* counts, const Disp* displs,
+                  const MPI_Datatype* types) {
+    d.blocks.resize(static_cast<size_t>(n));
+    d.counts.assign(static_cast<size_t>(n), 0);
+    d.displs.assign(static_cast<size_t>(n), 0);
+    d.bytes_types.assign(static_cast<size_t>(n), MPI_BYTE);
+    int64_t off = 0;
+    for (int i = 0; i < n; ++i) {
+      const auto k = static_cast<size_t>(i);
+      if (counts[i] < 0) return false;
+      if (counts[i] > 0) {
+        d.blocks[k] = device::classify(offset_ptr(base, int64_t{displs[i]}), counts[i], types[i], false);
+        if (!d.blocks[k]) return false;
+      }
+      const int64_t bytes = d.blocks[k] ? d.blocks[k].bytes : 0;
+      if (bytes > INT_MAX || off > INT_MAX) return false;
+      d.counts[k] = static_cast<int>(bytes);
+      d.displs[k] = static_cast<Disp>(off);
+      off += bytes;
+    }
+    if (off > INT_MAX) return false;
+    d.staging = kernels::PooledBuffer(*rt, kind, static_cast<size_t>(off > 0 ? off : 1));
+    return d.staging.get() != nullptr;
+  };
+  DeviceSide s, r;
+  if (sdev && !plan(s, ns, sendbuf, sendcounts, sdispls, sendtypes)) return false;
+  if (rdev && !plan(r, nr, recvbuf, recvcounts, rdispls, recvtypes)) return false;
+  if (sdev) {
+    const std::vector<char> absent = absent_neighbours(comm, neighborhood, ns);
+    for (int i = 0; i < ns; ++i) {
+      const auto k = static_cast<size_t>(i);
+      if (absent[k] || !s.blocks[k]) continue;
+      if (!device::pack_into(s.blocks[k], sendcounts[i], offset_ptr(sendbuf, int64_t{sdispls[i]}),
+                             s.staging.get() + s.displs[k], on_device))
+        return false;
+    }
+  }
+  *rc = fn(sdev ? s.staging.get() : sendbuf, sdev ? s.counts.data() : sendcounts, sdev ? s.displs.data() : sdispls,
+           sdev ? s.bytes_types.data() : sendtypes, rdev ? r.staging.get() : recvbuf,
+           rdev ? r.counts.data() : recvcounts, rdev ? r.displs.data() : rdispls,
+           rdev ? r.bytes_types.data() : recvtypes, comm);
+  if (*rc == MPI_SUCCESS && rdev) {
+    const std::vector<char> absent = absent_neighbours(comm, neighborhood, nr);
+    for (int i = 0; i < nr; ++i) {
+      const auto k = static_cast<size_t>(i);
+      if (absent[k] || !r.blocks[k]) continue;
+      if (!device::unpack_from(r.blocks[k], recvcounts[i], offset_ptr(recvbuf, int64_t{rdispls[i]}),
+                               r.staging.get() + r.displs[k], r.counts[k], on_device))
+        *rc = MPI_ERR_INTERN;
+    }
+  }
+  counters().add(Counter::alltoall_taken);
+  return true;
+}
+
 int alltoallv_common(VFn fn, bool neighborhood, const void* sendbuf, const int* sendcounts, const int* sdispls,
                      MPI_Datatype sendtype, void* recvbuf, const int* recvcounts, const int* rdispls,
                      MPI_Datatype recvtype, MPI_Comm comm) {
@@ -263,6 +345,14 @@ int alltoallw_common(WFn<Disp> fn, bool neighborhood, const void* sendbuf, const
   if (!enabled() || sendbuf == MPI_IN_PLACE || !sendcounts || !recvcounts || !sdispls || !rdispls || !sendtypes ||
       !recvtypes || !peer_counts(comm, neighborhood, ns, nr))
     return pass();
+  if (kernels::device_memory_possible() && (device::is_device(sendbuf) || device::is_device(recvbuf))) {
+    int rc = MPI_SUCCESS;
+    if (device_alltoallw<Disp>(fn, neighborhood, sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls,
+                               recvtypes, comm, &rc))
+      return rc;
+    counters().add(Counter::device_passed);
+    return pass();
+  }
   // Every type must be known; packing pays if any of them is worth packing.
   // A first scan borrows the layouts (no allocation, no reference counts): a
   // halo exchange of large blocks passes through at the cost of this loop.

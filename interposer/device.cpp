@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "datatypes/cache.h"
+#include "datatypes/pack.h"
 #include "interposer/switchboard.h"
 #include "support/counters.h"
 #include "support/log.h"
@@ -127,6 +128,68 @@ void count_method(DeviceMethod m) {
   }
 }
 
+// The bytes `count` instances of a layout touch, relative to the buffer: [lo, lo + bytes).
+struct Span {
+  int64_t lo = 0, bytes = 0;
+};
+Span span_of(const datatypes::Layout& l, int64_t count) {
+  const int64_t reach = (count - 1) * l.extent;
+  const int64_t lo = l.true_lb + std::min<int64_t>(0, reach);
+  const int64_t hi = l.true_lb + l.true_extent + std::max<int64_t>(0, reach);
+  return {lo, hi - lo};
+}
+
+bool copy_now(kernels::DeviceRuntime& rt, void* dst, const void* src, int64_t bytes) {
+  if (bytes <= 0) return true;
+  kernels::DeviceStream s = rt.stream(0);
+  if (!s) return false;
+  const bool queued = rt.copy(dst, src, static_cast<size_t>(bytes), s);
+  return rt.synchronize(s) && queued;
+}
+
+// For layouts the device packer refuses: the span in pinned host memory, and
+// the host packer. `out` is pinned or host memory, or device memory when `on_device`.
+bool pack_via_host(const Carried& c, int64_t count, const void* buf, void* out, bool on_device) {
+  const Span span = span_of(*c.layout, count);
+  const int64_t bytes = c.layout->size * count;
+  PooledBuffer mirror(*c.rt, PooledBuffer::Kind::pinned, static_cast<size_t>(span.bytes));
+  if (!mirror.get() || !copy_now(*c.rt, mirror.get(), offset_ptr(buf, span.lo), span.bytes)) return false;
+  ScopedTimer timer;
+  if (on_device) {
+    PooledBuffer packed(*c.rt, PooledBuffer::Kind::pinned, static_cast<size_t>(bytes));
+    if (!packed.get()) return false;
+    datatypes::pack_all(*c.layout, count, mirror.get() - span.lo, packed.get());
+    if (!copy_now(*c.rt, out, packed.get(), bytes)) return false;
+  } else {
+    datatypes::pack_all(*c.layout, count, mirror.get() - span.lo, out);
+  }
+  counters().add(Counter::device_via_host);
+  counters().add(Counter::bytes_packed, static_cast<uint64_t>(bytes));
+  return true;
+}
+
+// The span is read first, so that the gaps between the type's bytes are
+// written back as they were.
+bool unpack_via_host(const Carried& c, int64_t count, void* buf, const void* in, int64_t bytes, bool on_device) {
+  const Span span = span_of(*c.layout, count);
+  PooledBuffer mirror(*c.rt, PooledBuffer::Kind::pinned, static_cast<size_t>(span.bytes));
+  if (!mirror.get() || !copy_now(*c.rt, mirror.get(), offset_ptr(buf, span.lo), span.bytes)) return false;
+  PooledBuffer packed;
+  if (on_device) {
+    packed = PooledBuffer(*c.rt, PooledBuffer::Kind::pinned, static_cast<size_t>(bytes));
+    if (!packed.get() || !copy_now(*c.rt, packed.get(), in, bytes)) return false;
+    in = packed.get();
+  }
+  {
+    ScopedTimer timer;
+    datatypes::unpack(*c.layout, count, mirror.get() - span.lo, 0, bytes, in);
+  }
+  if (!copy_now(*c.rt, offset_ptr(buf, span.lo), mirror.get(), span.bytes)) return false;
+  counters().add(Counter::device_via_host);
+  counters().add(Counter::bytes_unpacked, static_cast<uint64_t>(bytes));
+  return true;
+}
+
 }  // namespace
 
 bool library_cuda_aware() {
@@ -175,9 +238,12 @@ Carried classify(const void* buf, int64_t count, MPI_Datatype type, bool to_libr
   Carried c;
   c.packer = packer_for(*rt, layout, device);
   if (!c.packer) {
-    log(LogLevel::debug, "device buffer of a type the device packer refuses: passed through (%s)",
-        layout->describe().c_str());
-    return {};
+    // A CUDA-aware library reads the buffer itself; any other would fault.
+    const bool pass = library_cuda_aware();
+    log(LogLevel::debug, "device buffer of a type the device packer refuses: %s (%s)",
+        pass ? "passed through" : "copied through host memory", layout->describe().c_str());
+    if (pass) return {};
+    c.via_host = true;
   }
   c.rt = rt;
   c.device = device;
@@ -191,6 +257,7 @@ bool pack_into(const Carried& c, int64_t count, const void* buf, void* staging, 
   if (bytes <= 0) return true;
   DeviceScope scope(*c.rt, c.device);
   if (!scope.ok()) return false;
+  if (c.via_host) return pack_via_host(c, count, buf, staging, on_device);
   const DeviceMethod method = on_device ? DeviceMethod::on_device : host_method(bytes);
   ScopedTimer timer;
   if (!kernels::pack_from_device(*c.rt, *c.packer, *c.layout, count, buf, 0, bytes, staging, method, options()))
@@ -205,6 +272,7 @@ bool unpack_from(const Carried& c, int64_t count, void* buf, const void* staging
   if (bytes <= 0) return true;
   DeviceScope scope(*c.rt, c.device);
   if (!scope.ok()) return false;
+  if (c.via_host) return unpack_via_host(c, count, buf, staging, bytes, on_device);
   const DeviceMethod method = on_device ? DeviceMethod::on_device : host_method(bytes);
   ScopedTimer timer;
   if (!kernels::unpack_to_device(*c.rt, *c.packer, *c.layout, count, buf, 0, bytes, staging, method, options()))
@@ -247,7 +315,7 @@ bool unpack_from_library(const Carried& c, int64_t count, void* buf, const Packe
 // cannot write: the one-shot kernel writes pinned memory and the result is
 // copied; the staged pipeline's copy engine reaches pageable memory itself.
 bool pack(const Carried& c, int64_t count, const void* user, void* packed) {
-  if (is_device(packed)) return pack_into(c, count, user, packed, true);
+  if (c.via_host || is_device(packed)) return pack_into(c, count, user, packed, is_device(packed));
   if (host_method(c.bytes) == DeviceMethod::staged) return pack_into(c, count, user, packed, false);
   PooledBuffer pinned(*c.rt, PooledBuffer::Kind::pinned, static_cast<size_t>(c.bytes));
   if (!pinned.get() || !pack_into(c, count, user, pinned.get(), false)) return false;
@@ -256,7 +324,7 @@ bool pack(const Carried& c, int64_t count, const void* user, void* packed) {
 }
 
 bool unpack(const Carried& c, int64_t count, void* user, const void* packed) {
-  if (is_device(packed)) return unpack_from(c, count, user, packed, c.bytes, true);
+  if (c.via_host || is_device(packed)) return unpack_from(c, count, user, packed, c.bytes, is_device(packed));
   if (host_method(c.bytes) == DeviceMethod::staged) return unpack_from(c, count, user, packed, c.bytes, false);
   PooledBuffer pinned(*c.rt, PooledBuffer::Kind::pinned, static_cast<size_t>(c.bytes));
   if (!pinned.get()) return false;

@@ -12,6 +12,10 @@
 // - Otherwise every device buffer, contiguous or not, travels through pinned
 //   host memory: one-shot for messages up to VENEER_DEVICE_ONESHOT_MAX, the
 //   staged pipeline above it (VENEER_DEVICE_METHOD forces either).
+// - A layout the device packer refuses goes to a CUDA-aware library as it
+//   is; for any other library its whole span is copied to pinned host memory
+//   and packed there (receives: the span is read, unpacked into on the host
+//   and written back, gaps included, at completion).
 #include <mpi.h>
 
 #include <cstdint>
@@ -30,6 +34,7 @@ struct Carried {
   std::shared_ptr<const datatypes::Layout> layout;
   std::shared_ptr<const kernels::DevicePacker> packer;
   int64_t bytes = 0;  // packed bytes of the whole buffer (count * size)
+  bool via_host = false;  // no packer: the span is copied through host memory
   explicit operator bool() const { return rt != nullptr; }
 };
 

@@ -7,7 +7,8 @@
 
 #define VENEER_FORWARDED(X)                                                                          \
   X(Init) X(Init_thread) X(Finalize) X(Type_commit) X(Type_dup) X(Pack) X(Unpack) X(Send) X(Ssend) X(Rsend)    \
-  X(Isend) X(Issend) X(Recv) X(Irecv) X(Sendrecv) X(Sendrecv_replace) X(Wait) X(Waitall) X(Waitany) \
+  X(Isend) X(Issend) X(Recv) X(Irecv) X(Mrecv) X(Imrecv) X(Sendrecv) X(Sendrecv_replace) X(Wait) X(Waitall)    \
+  X(Waitany)                                                                                         \
   X(Waitsome) X(Test) X(Testall) X(Testany) X(Testsome) X(Request_free) X(Cancel)                    \
   X(Request_get_status) X(Alltoallv) X(Alltoallw) X(Neighbor_alltoallv) X(Neighbor_alltoallw)        \
   X(Allreduce) X(Bcast) X(Reduce) X(Allgather) X(Reduce_scatter) X(Reduce_scatter_block) X(Alltoall)

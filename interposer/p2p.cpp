@@ -279,6 +279,53 @@ extern "C" int MPI_Irecv(void* buf, int count, MPI_Datatype type, int source, in
   return irecv_slow(buf, count, type, source, tag, comm, request);
 }
 
+// Matched receives (after MPI_Mprobe/MPI_Improbe): the message is already
+// matched, so only the buffer is Veneer's. A device buffer lands in pinned
+// (CUDA-aware library: device) memory and is unpacked from there; everything
+// else, host buffers of any type included, goes to the library.
+extern "C" int MPI_Mrecv(void* buf, int count, MPI_Datatype type, MPI_Message* message, MPI_Status* status) {
+  if (message && *message != MPI_MESSAGE_NO_PROC) {
+    if (device::Carried c = carried(buf, count, type, 0)) {
+      device::Packed landing;
+      if (device::landing_for_library(c, landing)) {
+        MPI_Status local;
+        MPI_Status* st = status == MPI_STATUS_IGNORE ? &local : status;
+        int rc = next::Mrecv(landing.storage.get(), static_cast<int>(c.bytes), MPI_BYTE, message, st);
+        if (has_data(rc)) rc = unpack_device(c, count, buf, landing, *st, rc);
+        counters().add(Counter::recv_taken);
+        return rc;
+      }
+      counters().add(Counter::device_passed);
+    }
+  }
+  counters().add(Counter::recv_passed);
+  return next::Mrecv(buf, count, type, message, status);
+}
+
+extern "C" int MPI_Imrecv(void* buf, int count, MPI_Datatype type, MPI_Message* message, MPI_Request* request) {
+  if (request && message && *message != MPI_MESSAGE_NO_PROC) {
+    if (device::Carried c = carried(buf, count, type, 0)) {
+      Pending pending;
+      pending.is_recv = true;
+      if (device::landing_for_library(c, pending.device_staging)) {
+        pending.buf = buf;
+        pending.count = count;
+        const int rc = next::Imrecv(pending.device_staging.storage.get(), static_cast<int>(c.bytes), MPI_BYTE, message,
+                                    request);
+        pending.carried = std::move(c);
+        if (rc == MPI_SUCCESS) {
+          requests::track(*request, std::move(pending));
+          counters().add(Counter::recv_taken);
+        }
+        return rc;
+      }
+      counters().add(Counter::device_passed);
+    }
+  }
+  counters().add(Counter::recv_passed);
+  return next::Imrecv(buf, count, type, message, request);
+}
+
 // Sendrecv: each side independently passed through, packed on the host, or
 // carried from/to device memory.
 extern "C" int MPI_Sendrecv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, int dest, int sendtag,

@@ -141,6 +141,13 @@ class CudaRuntime final : public DeviceRuntime {
     if (bytes == 0) return true;
     return succeeded(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, as_stream(stream)));
   }
+  bool copy_2d(void* dst, size_t dst_pitch, const void* src, size_t src_pitch, size_t width, size_t height,
+               DeviceStream stream) override {
+    if (!stream) return false;
+    if (width == 0 || height == 0) return true;
+    return succeeded(
+        cudaMemcpy2DAsync(dst, dst_pitch, src, src_pitch, width, height, cudaMemcpyDefault, as_stream(stream)));
+  }
 
  private:
   static cudaStream_t as_stream(DeviceStream s) { return static_cast<cudaStream_t>(s); }

@@ -75,6 +75,18 @@ class DeviceRuntime {
   virtual bool unpack(const DevicePacker& packer, int64_t count, void* buf, int64_t skip, int64_t max_bytes,
                       const void* in, DeviceStream stream) = 0;
   virtual bool copy(void* dst, const void* src, size_t bytes, DeviceStream stream) = 0;
+  // `height` rows of `width` bytes, rows `src_pitch` apart at `src` and
+  // `dst_pitch` apart at `dst` (cudaMemcpy2DAsync). What an application that
+  // packs a face by hand does; Veneer's own paths use pack(). The default is
+  // one copy() per row; runtimes override it with one call.
+  virtual bool copy_2d(void* dst, size_t dst_pitch, const void* src, size_t src_pitch, size_t width, size_t height,
+                       DeviceStream stream) {
+    for (size_t row = 0; row < height; ++row)
+      if (!copy(static_cast<char*>(dst) + row * dst_pitch, static_cast<const char*>(src) + row * src_pitch, width,
+                stream))
+        return false;
+    return true;
+  }
 };
 
 // The runtime for this process, or null when no buffer in it can be device

@@ -41,7 +41,9 @@ run_ctest() {  # run_ctest DIR TITLE [ctest args...]
 mkdir -p build
 start=$(date +%s)
 
-build build/ci-openmpi -DCMAKE_BUILD_TYPE=RelWithDebInfo
+# VENEER_EMULATED_GPU_BENCH: halo3d --memory device, the device ping-pong and
+# the GPU machine's script (gpu_script.emulated) run on the emulated GPU.
+build build/ci-openmpi -DCMAKE_BUILD_TYPE=RelWithDebInfo -DVENEER_EMULATED_GPU_BENCH=ON
 run_ctest build/ci-openmpi "Open MPI (default transport)"
 VENEER_TEST_LAUNCH_FLAGS="--mca pml ucx --mca pml_ucx_tls any --mca pml_ucx_devices any -x UCX_TLS=sm,self,tcp" \
   run_ctest build/ci-openmpi "Open MPI over UCX (MPI tests)" -L mpi
@@ -49,7 +51,8 @@ VENEER_TEST_LAUNCH_FLAGS="--mca pml ucx --mca pml_ucx_tls any --mca pml_ucx_devi
 echo "== Slurm: a one-node cluster on loopback runs the benchmark suite with sbatch"
 test/slurm/run_slurm_check.sh build/ci-openmpi
 
-build build/ci-mpich -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMPI_C_COMPILER=mpicc.mpich -DMPI_CXX_COMPILER=mpicxx.mpich
+build build/ci-mpich -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMPI_C_COMPILER=mpicc.mpich -DMPI_CXX_COMPILER=mpicxx.mpich \
+  -DVENEER_EMULATED_GPU_BENCH=ON
 run_ctest build/ci-mpich "MPICH"
 
 build build/ci-sanitize -DCMAKE_BUILD_TYPE=Debug -DVENEER_SANITIZE=ON -DVENEER_BENCH=OFF -DVENEER_CUDA=OFF

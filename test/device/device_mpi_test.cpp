@@ -11,8 +11,9 @@
 // CMakeLists.txt): automatic, VENEER_DEVICE_METHOD=staged (4 KiB chunks),
 // =oneshot, VENEER_CUDA_AWARE=1 (the emulator then lets the library read and
 // write device memory, as a CUDA-aware one would) and
-// VENEER_TEST_EMULATOR_REFUSE=1 (the device packer refuses every layout, the
-// library reads device memory: everything passes through).
+// VENEER_TEST_EMULATOR_REFUSE=1 (the device packer refuses every layout:
+// Veneer copies each buffer's span through host memory and packs it there),
+// and both (a CUDA-aware library is handed refused layouts as they are).
 #include <gtest/gtest.h>
 #include <mpi.h>
 
@@ -35,7 +36,7 @@ namespace {
 using veneer::test::EmulatedRuntime;
 using veneer::test::EmulatorCounters;
 
-enum class Mode { automatic, staged, oneshot, cuda_aware, refused };
+enum class Mode { automatic, staged, oneshot, cuda_aware, refused, refused_cuda_aware };
 
 bool is_mpich() {
   static const bool mpich = [] {
@@ -55,7 +56,8 @@ bool env_is(const char* name, std::string_view value) {
 // Read from the same variables Veneer reads at MPI_Init, so both agree.
 Mode mode() {
   static const Mode m = [] {
-    if (env_is("VENEER_TEST_EMULATOR_REFUSE", "1")) return Mode::refused;
+    if (env_is("VENEER_TEST_EMULATOR_REFUSE", "1"))
+      return env_is("VENEER_CUDA_AWARE", "1") ? Mode::refused_cuda_aware : Mode::refused;
     if (env_is("VENEER_CUDA_AWARE", "1")) return Mode::cuda_aware;
     if (env_is("VENEER_DEVICE_METHOD", "staged")) return Mode::staged;
     if (env_is("VENEER_DEVICE_METHOD", "oneshot")) return Mode::oneshot;
@@ -69,10 +71,10 @@ EmulatedRuntime& emu() {
   // and Veneer's packer cache outlives static destructors.
   static EmulatedRuntime* e = [] {
     veneer::test::EmulatorOptions o;
-    // A library that is not CUDA-aware never touches device memory unless it
-    // is told to (CUDA-aware) or Veneer passes a refused layout through.
-    o.host_accessible = mode() == Mode::cuda_aware || mode() == Mode::refused;
-    o.refuse_layouts = mode() == Mode::refused;
+    // A library that is not CUDA-aware never touches device memory: only one
+    // told it is may (and is handed refused layouts).
+    o.host_accessible = mode() == Mode::cuda_aware || mode() == Mode::refused_cuda_aware;
+    o.refuse_layouts = mode() == Mode::refused || mode() == Mode::refused_cuda_aware;
     if (const char* d = std::getenv("VENEER_TEST_EMULATOR_DELAY_US")) o.delay_us = std::atoi(d);
     auto* r = new EmulatedRuntime(o);
     veneer::kernels::install_device_runtime(r);
@@ -887,6 +889,60 @@ TEST_F(Device, ProbeThenReceiveIntoDevice) {
   }
 }
 
+// Matched probe, then MPI_Mrecv / MPI_Imrecv into device memory: the same
+// bytes and status as the library's matched receive into a host copy.
+TEST_F(Device, MatchedProbeThenReceiveIntoDevice) {
+  TypeSet set;
+  Ring r;
+  int salt = 240;
+  for (TestType& tt : set.types) {
+    for (int nonblocking = 0; nonblocking < 2; ++nonblocking, ++salt) {
+      SCOPED_TRACE(tt.name + (nonblocking ? " Imrecv" : " Mrecv"));
+      Typed src(tt.type, tt.count, data_seed(r.me, salt));
+      Typed dst(tt.type, tt.count, sentinel_seed(r.me, salt));
+      Typed ref(tt.type, tt.count, sentinel_seed(r.me, salt));
+      // Two messages from the left: the first into device memory through
+      // Veneer, the second into a host copy through the library.
+      MPI_Request q[2];
+      ASSERT_EQ(MPI_Isend(src.dev(), tt.count, tt.type, r.right, 7, MPI_COMM_WORLD, &q[0]), MPI_SUCCESS);
+      ASSERT_EQ(MPI_Isend(src.dev(), tt.count, tt.type, r.right, 7, MPI_COMM_WORLD, &q[1]), MPI_SUCCESS);
+      MPI_Message m;
+      MPI_Status st, ref_st;
+      if (nonblocking) {
+        int flag = 0;
+        while (!flag) MPI_Improbe(r.left, 7, MPI_COMM_WORLD, &flag, &m, &st);
+        MPI_Request rq;
+        ASSERT_EQ(MPI_Imrecv(dst.dev(), tt.count, tt.type, &m, &rq), MPI_SUCCESS);
+        EXPECT_EQ(m, MPI_MESSAGE_NULL);
+        ASSERT_EQ(MPI_Wait(&rq, &st), MPI_SUCCESS);
+      } else {
+        ASSERT_EQ(MPI_Mprobe(r.left, 7, MPI_COMM_WORLD, &m, &st), MPI_SUCCESS);
+        ASSERT_EQ(MPI_Mrecv(dst.dev(), tt.count, tt.type, &m, &st), MPI_SUCCESS);
+        EXPECT_EQ(m, MPI_MESSAGE_NULL);
+      }
+      ASSERT_EQ(PMPI_Mprobe(r.left, 7, MPI_COMM_WORLD, &m, &ref_st), MPI_SUCCESS);
+      ASSERT_EQ(PMPI_Mrecv(ref.host(), tt.count, tt.type, &m, &ref_st), MPI_SUCCESS);
+      MPI_Waitall(2, q, MPI_STATUSES_IGNORE);
+      EXPECT_TRUE(same_bytes(dst.download(), ref.image()));
+      EXPECT_EQ(st.MPI_SOURCE, ref_st.MPI_SOURCE);
+      EXPECT_EQ(st.MPI_TAG, ref_st.MPI_TAG);
+      int n = -1, ref_n = -2;
+      MPI_Get_count(&st, tt.type, &n);
+      PMPI_Get_count(&ref_st, tt.type, &ref_n);
+      EXPECT_EQ(n, ref_n);
+    }
+  }
+  // MPI_PROC_NULL: the message is MPI_MESSAGE_NO_PROC; the buffer stays untouched.
+  Typed dst(MPI_DOUBLE, 8, sentinel_seed(r.me, salt));
+  MPI_Message m;
+  MPI_Status st;
+  ASSERT_EQ(MPI_Mprobe(MPI_PROC_NULL, 7, MPI_COMM_WORLD, &m, &st), MPI_SUCCESS);
+  EXPECT_EQ(m, MPI_MESSAGE_NO_PROC);
+  ASSERT_EQ(MPI_Mrecv(dst.dev(), 8, MPI_DOUBLE, &m, &st), MPI_SUCCESS);
+  EXPECT_EQ(st.MPI_SOURCE, MPI_PROC_NULL);
+  EXPECT_TRUE(same_bytes(dst.download(), dst.image()));
+}
+
 // Zero instances: nothing moves, nothing is touched, the status says 0.
 TEST_F(Device, ZeroCountMessagesAndPacks) {
   TypeSet set;
@@ -942,7 +998,7 @@ TEST_F(Device, LargeOddSizedMessages) {
     SCOPED_TRACE(b.name);
     // Passed through, the host-to-device receive is MPICH's own receive of a
     // byte message into a struct with gaps, which MPICH 4.0.2 wrongly truncates above ~8 KiB.
-    if (mode() == Mode::refused && is_mpich() && b.type == st) continue;
+    if (mode() == Mode::refused_cuda_aware && is_mpich() && b.type == st) continue;
     Typed src(b.type, b.count, data_seed(r.me, salt));
     Typed dst(b.type, b.count, sentinel_seed(r.me, salt));
     Typed from_left(b.type, b.count, data_seed(r.left, salt));
@@ -1187,6 +1243,13 @@ TEST_F(Device, NonContiguousUsesTheMethodAskedFor) {
       EXPECT_EQ(d.copies_from_host, 0);
       break;
     case Mode::refused:
+      // The packer refused the layout: the span went through host memory
+      // (sent: read; received: read, unpacked into on the host, written back).
+      EXPECT_EQ(d.packs + d.unpacks, 0);
+      EXPECT_GE(d.copies_to_host, 2);
+      EXPECT_GE(d.copies_from_host, 1);
+      break;
+    case Mode::refused_cuda_aware:
       // The packer refused the layout: the library moved the bytes itself.
       EXPECT_EQ(d.packs + d.unpacks + d.copies, 0);
       break;
@@ -1211,7 +1274,12 @@ TEST_F(Device, LargeNonContiguousIsStagedUnlessOneshotIsForced) {
       break;
     case Mode::oneshot:
     case Mode::cuda_aware: EXPECT_EQ(d.copies, 0); break;
-    case Mode::refused: EXPECT_EQ(d.packs + d.unpacks + d.copies, 0); break;
+    case Mode::refused:
+      EXPECT_EQ(d.packs + d.unpacks, 0);
+      EXPECT_GE(d.copies_to_host, 2);
+      EXPECT_GE(d.copies_from_host, 1);
+      break;
+    case Mode::refused_cuda_aware: EXPECT_EQ(d.packs + d.unpacks + d.copies, 0); break;
   }
   MPI_Type_free(&column);
 }
@@ -1220,7 +1288,7 @@ TEST_F(Device, ContiguousIsCopiedOrLeftToTheLibrary) {
   const EmulatorCounters d = self_exchange_counts(MPI_DOUBLE, 5000, 82);
   // No kernel ever runs for a contiguous type.
   EXPECT_EQ(d.packs + d.unpacks, 0);
-  if (mode() == Mode::cuda_aware || mode() == Mode::refused) {
+  if (mode() == Mode::cuda_aware || mode() == Mode::refused_cuda_aware) {
     EXPECT_EQ(d.copies, 0);  // the library's business
   } else {
     EXPECT_GE(d.copies_to_host, 1);
@@ -1371,6 +1439,118 @@ TEST_F(Device, NeighborAlltoallvOnADistGraphWithUnequalDegrees) {
   check_alltoallv(graph, true, sp, true, side_plan(MPI_DOUBLE, 4, in_units), true, 109);
   check_alltoallv(graph, true, side_plan(MPI_DOUBLE, 4, out_units), false, side_plan(t.vec, 1, in_units), true, 110);
   MPI_Comm_free(&graph);
+}
+
+// 4b. Alltoallw and Neighbor_alltoallw: a type per block, byte displacements.
+
+// One side of an Alltoallw: per block a count, a type and a byte displacement
+// (blocks 8 bytes apart, gaps that must stay untouched), in a buffer of `bytes`.
+struct WSide {
+  std::vector<int> counts;
+  std::vector<MPI_Datatype> types;
+  std::vector<MPI_Aint> displs;
+  int bytes = 0;
+};
+// Block i holds units[i] x four doubles as `vec` instances (strided) or as doubles.
+WSide w_side(const std::vector<int>& units, const std::vector<bool>& strided, MPI_Datatype vec) {
+  WSide s;
+  for (size_t i = 0; i < units.size(); ++i) {
+    s.types.push_back(strided[i] ? vec : MPI_DOUBLE);
+    s.counts.push_back(strided[i] ? units[i] : 4 * units[i]);
+    s.displs.push_back(s.bytes);
+    s.bytes += units[i] * 80 + 8;  // a vec's extent is 10 doubles
+  }
+  s.bytes = std::max(s.bytes, 1);
+  return s;
+}
+
+// Through Veneer (each side on the device or the host) and through the
+// library on host copies; the receive buffers must match byte for byte.
+void check_alltoallw(MPI_Comm comm, bool neighborhood, const WSide& sp, bool send_dev, const WSide& rp, bool recv_dev,
+                     int salt) {
+  const int me = rank_of();
+  Typed src(MPI_BYTE, sp.bytes, data_seed(me, salt));
+  Typed dst(MPI_BYTE, rp.bytes, sentinel_seed(me, salt));
+  Typed ref(MPI_BYTE, rp.bytes, sentinel_seed(me, salt));
+  void* sbuf = send_dev ? src.dev() : src.host();
+  void* rbuf = recv_dev ? dst.dev() : dst.host();
+  if (neighborhood) {
+    ASSERT_EQ(MPI_Neighbor_alltoallw(sbuf, sp.counts.data(), sp.displs.data(), sp.types.data(), rbuf,
+                                     rp.counts.data(), rp.displs.data(), rp.types.data(), comm),
+              MPI_SUCCESS);
+    ASSERT_EQ(PMPI_Neighbor_alltoallw(src.host(), sp.counts.data(), sp.displs.data(), sp.types.data(), ref.host(),
+                                      rp.counts.data(), rp.displs.data(), rp.types.data(), comm),
+              MPI_SUCCESS);
+  } else {
+    const std::vector<int> sd(sp.displs.begin(), sp.displs.end()), rd(rp.displs.begin(), rp.displs.end());
+    ASSERT_EQ(MPI_Alltoallw(sbuf, sp.counts.data(), sd.data(), sp.types.data(), rbuf, rp.counts.data(), rd.data(),
+                            rp.types.data(), comm),
+              MPI_SUCCESS);
+    ASSERT_EQ(PMPI_Alltoallw(src.host(), sp.counts.data(), sd.data(), sp.types.data(), ref.host(), rp.counts.data(),
+                             rd.data(), rp.types.data(), comm),
+              MPI_SUCCESS);
+  }
+  EXPECT_TRUE(same_bytes(recv_dev ? dst.download() : dst.image(), ref.image()));
+  EXPECT_TRUE(same_bytes(src.download(), src.image()));
+}
+
+TEST_F(Device, AlltoallwMixedTypesPerBlock) {
+  AlltoallTypes t;
+  const int me = rank_of(), p = size_of();
+  // From rank a to rank b: 1 + (a + 2b) % 3 units (or (a + 2b) % 3: some
+  // empty), strided on the send side when a + b is even, on the receive
+  // side when b is odd: every pairing of strided and contiguous blocks.
+  for (int with_empty = 0; with_empty < 2; ++with_empty) {
+    std::vector<int> out_units, in_units;
+    std::vector<bool> out_strided, in_strided;
+    for (int j = 0; j < p; ++j) {
+      out_units.push_back((with_empty ? 0 : 1) + (me + 2 * j) % 3);
+      in_units.push_back((with_empty ? 0 : 1) + (j + 2 * me) % 3);
+      out_strided.push_back((me + j) % 2 == 0);
+      in_strided.push_back(me % 2 == 1);
+    }
+    const WSide sp = w_side(out_units, out_strided, t.vec), rp = w_side(in_units, in_strided, t.vec);
+    const bool sides[][2] = {{true, true}, {true, false}, {false, true}};
+    int salt = 200 + 10 * with_empty;
+    for (const auto& d : sides) {
+      SCOPED_TRACE(salt);
+      check_alltoallw(MPI_COMM_WORLD, false, sp, d[0], rp, d[1], salt++);
+    }
+  }
+}
+
+// The halo3d shape: a distributed graph whose neighbours repeat (every rank
+// twice, in a fixed order on both sides) and an open ring's MPI_PROC_NULL
+// neighbours (blocks left untouched).
+TEST_F(Device, NeighborAlltoallwOnAGraphAndAnOpenRing) {
+  AlltoallTypes t;
+  const int p = size_of();
+  std::vector<int> peers;
+  for (int k = 0; k < 2; ++k)
+    for (int j = 0; j < p; ++j) peers.push_back(j);
+  MPI_Comm graph;
+  MPI_Dist_graph_create_adjacent(MPI_COMM_WORLD, static_cast<int>(peers.size()), peers.data(), MPI_UNWEIGHTED,
+                                 static_cast<int>(peers.size()), peers.data(), MPI_UNWEIGHTED, MPI_INFO_NULL, 0,
+                                 &graph);
+  // Every block the same size (the library pairs repeated edges in order),
+  // strided or not by position.
+  std::vector<int> units(peers.size(), 2);
+  std::vector<bool> strided_out, strided_in;
+  for (size_t i = 0; i < peers.size(); ++i) {
+    strided_out.push_back(i % 2 == 0);
+    strided_in.push_back(i % 3 == 0);
+  }
+  check_alltoallw(graph, true, w_side(units, strided_out, t.vec), true, w_side(units, strided_in, t.vec), true, 230);
+  check_alltoallw(graph, true, w_side(units, strided_out, t.vec), false, w_side(units, strided_in, t.vec), true, 231);
+  MPI_Comm_free(&graph);
+
+  MPI_Comm ring;
+  const int dims[] = {p}, periods[] = {0};
+  MPI_Cart_create(MPI_COMM_WORLD, 1, dims, periods, 0, &ring);
+  // [left, right]: three units go left and come from the right, two the other way.
+  const WSide sp = w_side({3, 2}, {true, false}, t.vec), rp = w_side({2, 3}, {false, true}, t.vec);
+  check_alltoallw(ring, true, sp, true, rp, true, 232);
+  MPI_Comm_free(&ring);
 }
 
 // ---------------------------------------------------------------------------

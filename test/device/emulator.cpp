@@ -438,12 +438,36 @@ bool EmulatedRuntime::copy(void* dst, const void* src, size_t bytes, kernels::De
   });
 }
 
+// One step, like cudaMemcpy2DAsync: each side's rows must lie in one
+// allocation (or in pageable host memory).
+bool EmulatedRuntime::copy_2d(void* dst, size_t dst_pitch, const void* src, size_t src_pitch, size_t width,
+                              size_t height, kernels::DeviceStream stream) {
+  const uintptr_t to = reinterpret_cast<uintptr_t>(dst), from = reinterpret_cast<uintptr_t>(src);
+  if (height > 0 && (width > dst_pitch || width > src_pitch)) return false;
+  return enqueue(to_stream(stream), [this, to, from, dst_pitch, src_pitch, width, height] {
+    if (width == 0 || height == 0) return true;
+    std::shared_lock lock(allocations_mutex_);
+    const auto span = [&](size_t pitch) { return static_cast<int64_t>(pitch * (height - 1) + width); };
+    const Resolved d = resolve(to, 0, span(dst_pitch));
+    const Resolved s = resolve(from, 0, span(src_pitch));
+    if (!d.ok || !s.ok) return false;
+    for (size_t row = 0; row < height; ++row) std::memcpy(d.view + row * dst_pitch, s.view + row * src_pitch, width);
+    counters_->copies.fetch_add(1);
+    counters_->copies_2d.fetch_add(1);
+    if (d.host || d.pinned) counters_->copies_to_host.fetch_add(1);
+    if (s.host || s.pinned) counters_->copies_from_host.fetch_add(1);
+    counters_->bytes_copied.fetch_add(static_cast<int64_t>(width * height));
+    return true;
+  });
+}
+
 EmulatorCounters EmulatedRuntime::counters() const {
   const AtomicCounters& c = *counters_;
   EmulatorCounters r;
   r.packs = c.packs.load();
   r.unpacks = c.unpacks.load();
   r.copies = c.copies.load();
+  r.copies_2d = c.copies_2d.load();
   r.copies_to_host = c.copies_to_host.load();
   r.copies_from_host = c.copies_from_host.load();
   r.bytes_packed = c.bytes_packed.load();

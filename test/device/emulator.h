@@ -43,7 +43,8 @@ struct EmulatorOptions {
 // What the emulator has done and holds; a snapshot.
 struct EmulatorCounters {
   int64_t packs = 0, unpacks = 0;  // kernel launches that ran
-  int64_t copies = 0;              // copy() steps that ran
+  int64_t copies = 0;              // copy() and copy_2d() steps that ran
+  int64_t copies_2d = 0;           // ... of which copy_2d()
   int64_t copies_to_host = 0;      // ... whose destination is host memory (pinned or pageable)
   int64_t copies_from_host = 0;    // ... whose source is host memory
   int64_t bytes_packed = 0, bytes_unpacked = 0, bytes_copied = 0;
@@ -86,6 +87,8 @@ class EmulatedRuntime final : public kernels::DeviceRuntime {
   bool unpack(const kernels::DevicePacker& packer, int64_t count, void* buf, int64_t skip, int64_t max_bytes,
               const void* in, kernels::DeviceStream stream) override;
   bool copy(void* dst, const void* src, size_t bytes, kernels::DeviceStream stream) override;
+  bool copy_2d(void* dst, size_t dst_pitch, const void* src, size_t src_pitch, size_t width, size_t height,
+               kernels::DeviceStream stream) override;
 
   // The tests' side door.
   void* device_alloc(size_t bytes) { return alloc_device(bytes); }
@@ -153,7 +156,7 @@ class EmulatedRuntime final : public kernels::DeviceRuntime {
   std::map<Event*, std::unique_ptr<Event>> events_;
 
   struct AtomicCounters {
-    std::atomic<int64_t> packs{0}, unpacks{0}, copies{0}, copies_to_host{0}, copies_from_host{0};
+    std::atomic<int64_t> packs{0}, unpacks{0}, copies{0}, copies_2d{0}, copies_to_host{0}, copies_from_host{0};
     std::atomic<int64_t> bytes_packed{0}, bytes_unpacked{0}, bytes_copied{0}, failed_steps{0};
     std::atomic<int64_t> device_allocations{0}, pinned_allocations{0}, managed_allocations{0}, device_bytes{0};
     std::atomic<int64_t> events{0}, packers{0}, streams{0};

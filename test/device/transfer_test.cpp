@@ -290,6 +290,47 @@ TEST(Emulator, RangesMayNotCrossAnAllocationsEnd) {
   rt.device_free(dev);
 }
 
+// copy_2d (cudaMemcpy2DAsync): rows between pitches, device to host and back,
+// one step each; rows that would leave the allocation fail the step.
+TEST(Emulator, Copy2dMovesRowsBetweenPitches) {
+  EmulatedRuntime rt;
+  constexpr size_t kPitch = 48, kRows = 5, kWidth = 20, kPacked = 24;
+  char* dev = static_cast<char*>(rt.device_alloc(kPitch * kRows));
+  std::vector<char> image(kPitch * kRows);
+  for (size_t i = 0; i < image.size(); ++i) image[i] = static_cast<char>(i * 7 + 3);
+  ASSERT_TRUE(rt.upload(dev, image.data(), image.size()));
+  vk::DeviceStream s = rt.stream(1);
+  ASSERT_NE(s, nullptr);
+  const veneer::test::EmulatorCounters before = rt.counters();
+  // Rows of 20 bytes starting at byte 4 of each 48-byte row, into 24-byte slots.
+  std::vector<char> packed(kPacked * kRows, 0);
+  ASSERT_TRUE(rt.copy_2d(packed.data(), kPacked, dev + 4, kPitch, kWidth, kRows, s));
+  ASSERT_TRUE(rt.synchronize(s));
+  for (size_t r = 0; r < kRows; ++r)
+    for (size_t b = 0; b < kPacked; ++b)
+      EXPECT_EQ(packed[r * kPacked + b], b < kWidth ? image[r * kPitch + 4 + b] : 0) << r << " " << b;
+  // Back into another place of every row; the rest of the rows stay.
+  for (char& c : packed) c = static_cast<char>(~c);
+  ASSERT_TRUE(rt.copy_2d(dev + 28, kPitch, packed.data(), kPacked, kWidth, kRows, s));
+  ASSERT_TRUE(rt.synchronize(s));
+  const veneer::test::EmulatorCounters k = rt.counters();
+  EXPECT_EQ(k.copies_2d - before.copies_2d, 2);
+  EXPECT_EQ(k.copies_to_host - before.copies_to_host, 1);
+  EXPECT_EQ(k.copies_from_host - before.copies_from_host, 1);
+  EXPECT_EQ(k.bytes_copied - before.bytes_copied, 2 * static_cast<int64_t>(kWidth * kRows));
+  std::vector<char> back(image.size());
+  ASSERT_TRUE(rt.download(back.data(), dev, back.size()));
+  for (size_t r = 0; r < kRows; ++r)
+    for (size_t b = 0; b < kPitch; ++b)
+      EXPECT_EQ(back[r * kPitch + b], b >= 28 ? packed[r * kPacked + b - 28] : image[r * kPitch + b]) << r << " " << b;
+  // The last row would end 1 byte past the allocation; a width above a pitch is refused at once.
+  ASSERT_TRUE(rt.copy_2d(packed.data(), kPacked, dev + 29, kPitch, kWidth, kRows, s));
+  EXPECT_FALSE(rt.synchronize(s));
+  EXPECT_FALSE(rt.copy_2d(packed.data(), 10, dev, kPitch, kWidth, kRows, s));
+  EXPECT_EQ(rt.counters().failed_steps - before.failed_steps, 1);
+  rt.device_free(dev);
+}
+
 TEST(Emulator, KernelsRefusePageableHostMemory) {
   EmulatedRuntime rt;
   const Layout l = veneer::test::make_layout(veneer::test::leaf(0, {{4, 16}}, 8));
