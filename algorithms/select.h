@@ -40,7 +40,7 @@ struct Choice {
   bool rule_from_user = false;
   bool from_measurements = false;   // the ranking used the profile's measured points
   double margin = 0;                // the formulas' margin (formula_margin), when they decided
-  bool lost_at_a_neighbour = false; // interpolated win, but not at a measured size on either side
+  bool lost_at_a_neighbour = false; // interpolated win, but behind at a measured size on either side
 };
 
 Choice choose(const Shape& s, const Tuning& t, const CostModel& m);
