@@ -41,11 +41,17 @@ inline bool cpu_accessible(const void* a, const void* b) {
   if (!c.datatypes) return true;
   const datatypes::Layout* seen = nullptr;
   if (!datatypes::peek_front(type, &seen)) return false;  // not seen on this thread yet: the full rules look it up
-  // Mean block above the threshold (size / blocks > max, exactly, without a
-  // division): the library's own copy loop is as fast (see p2p_layout).
-  return !seen || seen->contiguous || seen->size <= 0 ||
-         static_cast<__int128>(c.p2p_max_block) * seen->block_count + seen->block_count <= seen->size ||
-         static_cast<__int128>(seen->size) * count < c.p2p_min_bytes;
+  if (!seen || seen->contiguous || seen->size <= 0) return true;
+  // Mean block above the threshold (size / blocks > max, i.e. (max + 1) *
+  // blocks <= size, exactly and without a division): the library's own copy
+  // loop is as fast (see p2p_layout). max >= size never passes, so max + 1
+  // cannot overflow below.
+  int64_t product = 0;
+  if (c.p2p_max_block < seen->size &&
+      !__builtin_mul_overflow(c.p2p_max_block + 1, seen->block_count, &product) && product <= seen->size)
+    return true;
+  // Below the smallest message taken over (a product beyond int64 is not).
+  return !__builtin_mul_overflow(seen->size, int64_t{count}, &product) && product < c.p2p_min_bytes;
 }
 
 // The layout to pack `count` instances of `type` with for a send or receive,
