@@ -28,11 +28,14 @@ enum class Quick { library, copy, full };
                                                const datatypes::Layout** run) {
   const Config& c = config();
   if (!c.enabled || !c.datatypes || !c.pack) return Quick::library;
-  if (c.device && !kernels::device_memory_surely_absent()) return Quick::full;
+  // Device memory possible: the full rules look at the buffers (with
+  // VENEER_DEVICE=0 too, so that a device buffer is never copied by the CPU).
+  const bool device_possible = !kernels::device_memory_surely_absent();
+  if (c.device && device_possible) return Quick::full;
   const datatypes::Layout* layout = nullptr;
   if (!datatypes::peek_front(type, &layout)) return Quick::full;  // not seen on this thread yet: the full rules decide
   if (!layout) return Quick::library;
-  if (count > 0 && layout->size > 0 && user_buf != MPI_BOTTOM && layout->one_run(count)) {
+  if (count > 0 && layout->size > 0 && user_buf != MPI_BOTTOM && layout->one_run(count) && !device_possible) {
     *run = layout;
     return Quick::copy;
   }
