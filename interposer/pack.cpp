@@ -27,8 +27,8 @@ enum class Quick { library, copy, full };
 [[gnu::always_inline]] inline Quick pack_quick(const void* user_buf, int count, MPI_Datatype type,
                                                const datatypes::Layout** run) {
   const Config& c = config();
-  if (!c.enabled || !c.datatypes || !c.pack) return Quick::library;
-  if (c.device && !kernels::device_memory_surely_absent()) return Quick::full;
+  if (!takes_pack(c)) return Quick::library;
+  if (carries_device(c) && !kernels::device_memory_surely_absent()) return Quick::full;
   const datatypes::Layout* layout = nullptr;
   if (!datatypes::peek_front(type, &layout)) return Quick::full;  // not seen on this thread yet: the full rules decide
   if (!layout) return Quick::library;
@@ -54,7 +54,7 @@ enum class Quick { library, copy, full };
 const datatypes::Layout* pack_layout(int count, MPI_Datatype type, int size, const int* position,
                                      MPI_Comm comm) {
   const Config& c = config();
-  if (!c.enabled || !c.datatypes || !c.pack || count < 0 || size < 0 || !position || *position < 0 ||
+  if (!takes_pack(c) || count < 0 || size < 0 || !position || *position < 0 ||
       comm == MPI_COMM_NULL)
     return nullptr;
   // Zero bytes (count 0 or a zero-size type) are a valid no-op that Veneer
@@ -72,7 +72,7 @@ const datatypes::Layout* pack_layout(int count, MPI_Datatype type, int size, con
 bool device_pack_call(bool packing, const void* user, int count, MPI_Datatype type, const void* packed, int size,
                       int* position, MPI_Comm comm, int* rc) {
   const Config& c = config();
-  if (!c.enabled || !c.datatypes || !c.pack || !c.device || count <= 0 || size < 0 || !position || *position < 0 ||
+  if (!takes_pack(c) || !carries_device(c) || count <= 0 || size < 0 || !position || *position < 0 ||
       comm == MPI_COMM_NULL || !packed || !kernels::device_runtime())
     return false;
   auto seen = datatypes::lookup(type);
