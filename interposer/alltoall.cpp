@@ -26,10 +26,7 @@ bool worth_packing(const Layout* l) {
   return l && !l->contiguous && l->size > 0 && l->mean_block() <= config().alltoall_max_block;
 }
 
-bool enabled() {
-  const Config& c = config();
-  return c.enabled && c.datatypes && c.alltoall;
-}
+bool enabled() { return takes_alltoallv(config()); }
 
 // Number of blocks sent and received: group sizes, or the neighbourhood's degrees.
 bool peer_counts(MPI_Comm comm, bool neighborhood, int& nsend, int& nrecv) {
@@ -159,7 +156,7 @@ bool device_alltoallv(VFn fn, bool neighborhood, const void* sendbuf, const int*
                       MPI_Datatype sendtype, void* recvbuf, const int* recvcounts, const int* rdispls,
                       MPI_Datatype recvtype, MPI_Comm comm, int* rc) {
   int ns = 0, nr = 0;
-  if (!config().device || !peer_counts(comm, neighborhood, ns, nr)) return false;
+  if (!carries_device(config()) || !peer_counts(comm, neighborhood, ns, nr)) return false;
   const bool sdev = device::is_device(sendbuf), rdev = device::is_device(recvbuf);
   device::Carried sc, rc_side;
   if (sdev && !(sc = device::classify(sendbuf, 1, sendtype, true))) return false;
@@ -215,7 +212,7 @@ bool device_alltoallw(WFn<Disp> fn, bool neighborhood, const void* sendbuf, cons
                       const MPI_Datatype* sendtypes, void* recvbuf, const int* recvcounts, const Disp* rdispls,
                       const MPI_Datatype* recvtypes, MPI_Comm comm, int* rc) {
   int ns = 0, nr = 0;
-  if (!config().device || !peer_counts(comm, neighborhood, ns, nr)) return false;
+  if (!carries_device(config()) || !peer_counts(comm, neighborhood, ns, nr)) return false;
   kernels::DeviceRuntime* rt = kernels::device_runtime();
   if (!rt) return false;
   const bool sdev = device::is_device(sendbuf), rdev = device::is_device(recvbuf);
@@ -302,6 +299,8 @@ int alltoallv_common(VFn fn, bool neighborhood, const void* sendbuf, const int* 
     counters().add(Counter::device_passed);
     return pass();
   }
+  // Host data: packed only while the datatype engine is on (VENEER_DATATYPES).
+  if (!uses_packers(config())) return pass();
   // Borrowed first (no reference counts): most calls have nothing worth packing.
   if (!worth_packing(datatypes::peek(sendtype)) && !worth_packing(datatypes::peek(recvtype))) return pass();
   auto sl = datatypes::lookup(sendtype);
@@ -353,6 +352,7 @@ int alltoallw_common(WFn<Disp> fn, bool neighborhood, const void* sendbuf, const
     counters().add(Counter::device_passed);
     return pass();
   }
+  if (!uses_packers(config())) return pass();  // host data: as in alltoallv_common
   // Every type must be known; packing pays if any of them is worth packing.
   // A first scan borrows the layouts (no allocation, no reference counts): a
   // halo exchange of large blocks passes through at the cost of this loop.

@@ -29,10 +29,7 @@ std::string collectives_report_text() {
 }  // namespace veneer
 
 namespace {
-bool on() {
-  const Config& c = config();
-  return c.enabled && c.collectives;
-}
+bool on() { return takes_collective(config()); }
 
 // Device buffers are staged through pinned host memory (below) and the same
 // collective runs on the host copies, with Veneer's algorithms where they are
@@ -96,7 +93,7 @@ class Mirror {
 // the same call may hold host buffers and run one of Veneer's algorithms,
 // and every rank must run the same one, so the choice cannot depend on
 // where this rank's buffers live.
-bool staging_possible() { return on() && config().device && kernels::device_memory_possible(); }
+bool staging_possible() { return on() && carries_device(config()) && kernels::device_memory_possible(); }
 bool needs_staging(const void* a, const void* b) {
   if (!staging_possible()) return false;
   return (a && a != MPI_IN_PLACE && device::is_device(a)) || (b && b != MPI_IN_PLACE && device::is_device(b));
@@ -252,8 +249,8 @@ extern "C" int MPI_Reduce_scatter(const void* sbuf, void* rbuf, const int rcount
 namespace {
 [[gnu::always_inline]] inline bool surely_library(const alg::Call& call, MPI_Comm comm) {
   const Config& c = config();
-  if (!c.enabled || !c.collectives) return false;  // the full path passes through, and counts
-  if (c.report != 0 || (c.device && !kernels::device_memory_surely_absent())) return false;
+  if (!takes_collective(c)) return false;  // the full path passes through, and counts
+  if (c.report != 0 || (carries_device(c) && !kernels::device_memory_surely_absent())) return false;
   const alg::Remembered* d = alg::recall_decision(alg::decision_key(call, comm));
   return d && !d->algorithm;
 }

@@ -227,11 +227,14 @@ bool is_device(const void* p) { return kernels::buffer_kind(p) == kernels::Memor
 
 Carried classify(const void* buf, int64_t count, MPI_Datatype type, bool to_library) {
   const Config& cfg = config();
-  if (!cfg.enabled || !cfg.device || count <= 0) return {};
+  if (!carries_device(cfg) || count <= 0) return {};
   kernels::DeviceRuntime* rt = kernels::device_runtime();
   if (!rt) return {};
   auto layout = datatypes::lookup(type);
   if (!layout || layout->size <= 0) return {};
+  // VENEER_DATATYPES=0: no packer of Veneer's runs; data of a type that is
+  // not contiguous goes to the library as it is.
+  if (!carries_device(cfg, layout->contiguous)) return {};
   int device = -1;
   if (rt->kind(offset_ptr(buf, layout->true_lb), &device) != kernels::MemoryKind::device) return {};
   if (to_library && layout->contiguous && library_cuda_aware()) return {};

@@ -12,6 +12,7 @@
 #include "interposer/init.h"
 #include "interposer/report.h"
 #include "interposer/requests.h"
+#include "interposer/switchboard.h"
 #include "support/config.h"
 #include "support/log.h"
 #include "support/staging.h"
@@ -57,7 +58,7 @@ void start_with_profile() {
   if (g_profiled.exchange(true)) return;  // MPICH's Fortran MPI_INIT reaches MPI_Init too
   // Collective choices and the send/receive thresholds both come from it.
   const Config& c = config();
-  algorithms::load_profile(MPI_COMM_WORLD, c.enabled && (c.collectives || c.p2p || c.alltoall));
+  algorithms::load_profile(MPI_COMM_WORLD, takes_collective(c) || takes_send(c) || takes_alltoallv(c));
 }
 }  // namespace
 

@@ -32,7 +32,7 @@ bool fits_int(MPI_Count n) { return n >= INT_MIN && n <= INT_MAX; }
 const datatypes::Layout* pack_layout(MPI_Count count, MPI_Datatype type, MPI_Count size,
                                      const MPI_Count* position, MPI_Comm comm) {
   const Config& c = config();
-  if (!c.enabled || !c.datatypes || !c.pack || count < 0 || size < 0 || !position || *position < 0 ||
+  if (!takes_pack(c) || count < 0 || size < 0 || !position || *position < 0 ||
       comm == MPI_COMM_NULL)
     return nullptr;
   const datatypes::Layout* layout = datatypes::peek(type);

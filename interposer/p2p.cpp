@@ -54,7 +54,7 @@ void unpack_received(const datatypes::Layout& layout, int count, void* buf, cons
 // A device buffer Veneer carries for a send or receive with `peer`, or empty.
 device::Carried carried(const void* buf, int count, MPI_Datatype type, int peer) {
   const Config& cfg = config();
-  if (!cfg.enabled || !cfg.device || !cfg.p2p || peer == MPI_PROC_NULL || count <= 0 ||
+  if (!takes_send(cfg) || !carries_device(cfg) || peer == MPI_PROC_NULL || count <= 0 ||
       !kernels::device_memory_possible() || !kernels::device_runtime())
     return {};
   device::Carried c = device::classify(buf, count, type, true);

@@ -12,6 +12,42 @@
 
 namespace veneer {
 
+// The switches (support/config.h, the README's VENEER_ table), one predicate
+// per call family. Entry points ask only these for the switch part of their
+// decision. Always inlined and reading only the fields named, so a predicate
+// costs what testing the fields by hand did (the pass-through fast paths
+// below and in pack.cpp and collectives.cpp are measured to a few instructions).
+
+// MPI_Pack/MPI_Unpack and their _c forms, host and device buffers alike:
+// honours VENEER_DISABLE, VENEER_DATATYPES, VENEER_PACK.
+[[gnu::always_inline]] inline bool takes_pack(const Config& c) { return c.enabled && c.datatypes && c.pack; }
+// Sends and receives: honours VENEER_DISABLE, VENEER_P2P. Host data is
+// packed only when uses_packers() also holds, device data carried only when
+// carries_device() does.
+[[gnu::always_inline]] inline bool takes_send(const Config& c) { return c.enabled && c.p2p; }
+// Alltoallv/w and their neighbourhood forms: honours VENEER_DISABLE,
+// VENEER_ALLTOALLV; host data as for sends (uses_packers), device data
+// likewise (carries_device).
+[[gnu::always_inline]] inline bool takes_alltoallv(const Config& c) { return c.enabled && c.alltoall; }
+// Every other collective (their algorithms, and device buffers staged through
+// host memory): honours VENEER_DISABLE, VENEER_COLLECTIVES; the staging also
+// carries_device(). VENEER_DATATYPES does not apply (they use no packer of Veneer's).
+[[gnu::always_inline]] inline bool takes_collective(const Config& c) { return c.enabled && c.collectives; }
+// Whether Veneer's packers (the datatype engine: host layouts, device
+// packers) may run for a send, receive or Alltoallv/w: honours
+// VENEER_DATATYPES. Asked after the family's predicate, which holds VENEER_DISABLE.
+[[gnu::always_inline]] inline bool uses_packers(const Config& c) { return c.datatypes; }
+// Device buffers (any family, after its own predicate): honours
+// VENEER_DISABLE, VENEER_DEVICE.
+[[gnu::always_inline]] inline bool carries_device(const Config& c) { return c.enabled && c.device; }
+// A device buffer of a type that is (not) contiguous: also honours
+// VENEER_DATATYPES. With it off, only contiguous device data is carried
+// (copied through pinned host memory for a library that is not CUDA-aware,
+// a copy and not the datatype engine); other device data passes through.
+[[gnu::always_inline]] inline bool carries_device(const Config& c, bool contiguous) {
+  return carries_device(c) && (contiguous || uses_packers(c));
+}
+
 // Address arithmetic in integers (buffers may be MPI_BOTTOM with absolute displacements).
 inline void* offset_ptr(const void* base, int64_t offset) {
   return reinterpret_cast<void*>(reinterpret_cast<uintptr_t>(base) + static_cast<uintptr_t>(offset));
@@ -36,9 +72,9 @@ inline bool cpu_accessible(const void* a, const void* b) {
 // false sends the call through the full rules below.
 [[gnu::always_inline]] inline bool p2p_passes(int count, MPI_Datatype type, int peer) {
   const Config& c = config();
-  if (!c.enabled || !c.p2p || peer == MPI_PROC_NULL || count <= 0) return true;
-  if (c.device && !kernels::device_memory_surely_absent()) return false;
-  if (!c.datatypes) return true;
+  if (!takes_send(c) || peer == MPI_PROC_NULL || count <= 0) return true;
+  if (carries_device(c) && !kernels::device_memory_surely_absent()) return false;
+  if (!uses_packers(c)) return true;
   const datatypes::Layout* seen = nullptr;
   if (!datatypes::peek_front(type, &seen)) return false;  // not seen on this thread yet: the full rules look it up
   if (!seen || seen->contiguous || seen->size <= 0) return true;
@@ -61,7 +97,7 @@ inline bool cpu_accessible(const void* a, const void* b) {
 // the message is at least VENEER_P2P_MIN_BYTES and fits VENEER_P2P_MAX_BYTES and an int byte count.
 inline std::shared_ptr<const datatypes::Layout> p2p_layout(const void* buf, int count, MPI_Datatype type, int peer) {
   const Config& c = config();
-  if (!c.enabled || !c.datatypes || !c.p2p || count <= 0 || peer == MPI_PROC_NULL) return nullptr;
+  if (!takes_send(c) || !uses_packers(c) || count <= 0 || peer == MPI_PROC_NULL) return nullptr;
   const datatypes::Layout* seen = datatypes::peek(type);  // no reference count for the common pass-through
   if (!seen || seen->contiguous || seen->size <= 0) return nullptr;
   auto layout = datatypes::lookup(type);
