@@ -101,8 +101,9 @@ std::optional<int> combine_on_device(const void* in, void* inout, int64_t count,
   // operands (0.0 and -0.0) they keep, and so would the bits.
   if (kernels::reduce_type_is_float(*rtype) && (*rop == ReduceOp::min || *rop == ReduceOp::max)) return std::nullopt;
   // SUM and PROD of 8- and 16-bit integers: Open MPI 4.1's vectorised ops
-  // saturate them (unsigned char 125 + 250 gives 255 where C gives 119), so
-  // a rank combining on the host may get other bits than the kernel's wrap.
+  // saturate sums (MPI_Reduce_local of unsigned char 125 + 250 gives 255 from
+  // 16 elements on, 119 below; shorts from 8 on; MPICH always wraps), so a
+  // rank combining on the host could get other bits than the kernel's wrap.
   if (!kernels::reduce_type_is_float(*rtype) && t.size < 4 && (*rop == ReduceOp::sum || *rop == ReduceOp::prod))
     return std::nullopt;
   kernels::DeviceRuntime* rt = kernels::device_runtime();
