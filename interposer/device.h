@@ -86,8 +86,9 @@ bool copy_bytes(void* dst, const void* src, int64_t bytes);
 // the algorithms' temporaries) are copied to device memory, combined there
 // with DeviceRuntime::reduce() and the result copied back. Declines (nullopt,
 // nothing written) what the kernel does not do exactly as the library:
-// derived and non-dense types, user ops, floating MIN/MAX, MPI_CHAR and
-// other types outside the C integer and float/double families.
+// derived and non-dense types, user ops, floating MIN/MAX, SUM/PROD/MIN/MAX
+// of 8- and 16-bit integers, MPI_CHAR and other types outside the C integer
+// and float/double families.
 std::optional<int> combine_on_device(const void* in, void* inout, int64_t count, const algorithms::TypeInfo& t,
                                      MPI_Op op);
 // Whether reductions staged from device buffers combine on the device

@@ -100,12 +100,13 @@ std::optional<int> combine_on_device(const void* in, void* inout, int64_t count,
   // MIN and MAX of floats: the libraries differ on which of two equal
   // operands (0.0 and -0.0) they keep, and so would the bits.
   if (kernels::reduce_type_is_float(*rtype) && (*rop == ReduceOp::min || *rop == ReduceOp::max)) return std::nullopt;
-  // SUM and PROD of 8- and 16-bit integers: Open MPI 4.1's vectorised ops
-  // saturate sums (MPI_Reduce_local of unsigned char 125 + 250 gives 255 from
-  // 16 elements on, 119 below; shorts from 8 on; MPICH always wraps), so a
-  // rank combining on the host could get other bits than the kernel's wrap.
-  if (!kernels::reduce_type_is_float(*rtype) && t.size < 4 && (*rop == ReduceOp::sum || *rop == ReduceOp::prod))
-    return std::nullopt;
+  // SUM, PROD, MIN and MAX of 8- and 16-bit integers: the libraries get some
+  // of them wrong, so a rank combining on the host could get other bits than
+  // the kernel's. Observed: Open MPI 4.1's vectorised sums saturate
+  // (MPI_Reduce_local of unsigned char 125 + 250 gives 255 from 16 elements
+  // on, 119 below; shorts from 8 on); MPICH 4.0 compares MPI_UNSIGNED_CHAR as
+  // signed in MIN and MAX (min(33, 144) is 144).
+  if (!kernels::reduce_type_is_float(*rtype) && t.size < 4 && *rop <= ReduceOp::max) return std::nullopt;
   kernels::DeviceRuntime* rt = kernels::device_runtime();
   if (!rt) return std::nullopt;
   kernels::DeviceStream stream = rt->stream(0);
