@@ -63,7 +63,16 @@ int copy(void* dst, const void* src, int64_t count, const TypeInfo& t) {
   return MPI_SUCCESS;
 }
 
+namespace {
+thread_local Combiner t_combiner = nullptr;
+}  // namespace
+
+ScopedCombiner::ScopedCombiner(Combiner combiner) : previous_(t_combiner) { t_combiner = combiner; }
+ScopedCombiner::~ScopedCombiner() { t_combiner = previous_; }
+
 int reduce_local(const void* in, void* inout, int64_t count, const TypeInfo& t, MPI_Op op) {
+  if (t_combiner && count > 0)
+    if (const std::optional<int> rc = t_combiner(in, inout, count, t, op)) return *rc;
   for (int64_t done = 0; done < count;) {
     int n = static_cast<int>(std::min<int64_t>(INT_MAX, count - done));
     int rc = PMPI_Reduce_local(element(in, done, t), element(inout, done, t), n, t.type, op);

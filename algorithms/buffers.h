@@ -51,7 +51,26 @@ class TempBuffer {
 int copy(void* dst, const void* src, int64_t count, const TypeInfo& t);
 
 // inout = in op inout (in is the left operand), over `count` elements.
+// PMPI_Reduce_local, unless the calling thread has a Combiner installed that takes the call.
 int reduce_local(const void* in, void* inout, int64_t count, const TypeInfo& t, MPI_Op op);
+
+// Another way to do reduce_local's combine (the interposer's combine on the
+// GPU for collectives staged from device buffers): the same operands in the
+// same order, so the bits are the same wherever it runs. Returns nullopt to
+// decline (nothing written: reduce_local then combines as usual), else the
+// MPI error code.
+using Combiner = std::optional<int> (*)(const void* in, void* inout, int64_t count, const TypeInfo& t, MPI_Op op);
+// Installs `combiner` for the calling thread while it lives (the previous one after).
+class ScopedCombiner {
+ public:
+  explicit ScopedCombiner(Combiner combiner);
+  ~ScopedCombiner();
+  ScopedCombiner(const ScopedCombiner&) = delete;
+  ScopedCombiner& operator=(const ScopedCombiner&) = delete;
+
+ private:
+  Combiner previous_;
+};
 
 // The contiguous bytes of `count` elements of a named dense type (the buffer
 // itself) or of any other type (a packed copy made here, unpacked by finish()).

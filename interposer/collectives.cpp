@@ -116,6 +116,13 @@ std::optional<int> staged(const void* sbuf, int64_t scount, MPI_Datatype stype, 
   return rc;
 }
 
+// The combiner of a staged reduction: on the device with
+// VENEER_DEVICE_REDUCE=device (interposer/device_reduce.cpp), else none (the
+// host's PMPI_Reduce_local). Installed around the call on the host mirrors,
+// where Veneer's algorithms combine; the library's own algorithm, when it is
+// chosen, combines on the host as before.
+alg::Combiner staged_combiner() { return device::combine_on_device_wanted() ? &device::combine_on_device : nullptr; }
+
 int comm_size(MPI_Comm comm) {
   int p = 0;
   if (PMPI_Comm_size(comm, &p) != MPI_SUCCESS) return 0;
@@ -136,7 +143,10 @@ bool intercomm(MPI_Comm comm) {
 [[gnu::noinline]] static int allreduce_slow(const void* sbuf, void* rbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm) {
   if (needs_staging(sbuf, rbuf) && !intercomm(comm)) {
     if (auto rc = staged(sbuf, count, type, rbuf, count, type, sbuf == MPI_IN_PLACE,
-                         [&](const void* s, void* r) { return MPI_Allreduce(s, r, count, type, op, comm); }))
+                         [&](const void* s, void* r) {
+                           const alg::ScopedCombiner combine(staged_combiner());
+                           return MPI_Allreduce(s, r, count, type, op, comm);
+                         }))
       return *rc;
   }
   return route(
@@ -169,6 +179,7 @@ bool intercomm(MPI_Comm comm) {
     void* rb = is_root ? rbuf : nullptr;
     if (needs_staging(sbuf, rb)) {
       if (auto rc = staged(sbuf, count, type, rb, count, type, sbuf == MPI_IN_PLACE, [&](const void* s, void* r) {
+            const alg::ScopedCombiner combine(staged_combiner());
             return MPI_Reduce(s, is_root ? r : rbuf, count, type, op, root, comm);
           }))
         return *rc;
@@ -202,7 +213,10 @@ extern "C" int MPI_Reduce_scatter(const void* sbuf, void* rbuf, const int rcount
     const bool in_place = sbuf == MPI_IN_PLACE;
     if (p > 0 && me >= 0) {
       if (auto rc = staged(sbuf, total, type, rbuf, in_place ? total : rcounts[me], type, in_place,
-                           [&](const void* s, void* r) { return MPI_Reduce_scatter(s, r, rcounts, type, op, comm); }))
+                           [&](const void* s, void* r) {
+                             const alg::ScopedCombiner combine(staged_combiner());
+                             return MPI_Reduce_scatter(s, r, rcounts, type, op, comm);
+                           }))
         return *rc;
     }
   }
@@ -218,7 +232,10 @@ extern "C" int MPI_Reduce_scatter(const void* sbuf, void* rbuf, const int rcount
     const bool in_place = sbuf == MPI_IN_PLACE;
     if (auto rc =
             staged(sbuf, total, type, rbuf, in_place ? total : rcount, type, in_place,
-                   [&](const void* s, void* r) { return MPI_Reduce_scatter_block(s, r, rcount, type, op, comm); }))
+                   [&](const void* s, void* r) {
+                     const alg::ScopedCombiner combine(staged_combiner());
+                     return MPI_Reduce_scatter_block(s, r, rcount, type, op, comm);
+                   }))
       return *rc;
   }
   return route(

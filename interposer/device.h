@@ -20,7 +20,9 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 
+#include "algorithms/buffers.h"
 #include "datatypes/layout.h"
 #include "kernels/device_runtime.h"
 #include "kernels/device_transfer.h"
@@ -78,6 +80,20 @@ bool unpack(const Carried& c, int64_t count, void* user, const void* packed);
 // Copies `bytes` between any two of host, pinned and device memory; false if
 // there is no runtime or it failed.
 bool copy_bytes(void* dst, const void* src, int64_t bytes);
+
+// The combine step of a reduction on the GPU (algorithms::Combiner, see
+// device_reduce.cpp): `in` and `inout` (host memory: the staged mirrors and
+// the algorithms' temporaries) are copied to device memory, combined there
+// with DeviceRuntime::reduce() and the result copied back. Declines (nullopt,
+// nothing written) what the kernel does not do exactly as the library:
+// derived and non-dense types, user ops, floating MIN/MAX, SUM/PROD/MIN/MAX
+// of 8- and 16-bit integers, MPI_CHAR and other types outside the C integer
+// and float/double families.
+std::optional<int> combine_on_device(const void* in, void* inout, int64_t count, const algorithms::TypeInfo& t,
+                                     MPI_Op op);
+// Whether reductions staged from device buffers combine on the device
+// (VENEER_DEVICE_REDUCE; auto means host for now).
+bool combine_on_device_wanted();
 
 // At MPI_Init (detects CUDA-awareness) and MPI_Finalize (frees packers and pools).
 void start();

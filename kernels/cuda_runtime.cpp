@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "kernels/device_pack.h"
+#include "kernels/device_reduce_launch.h"
 #include "kernels/device_runtime.h"
 
 namespace veneer::kernels {
@@ -147,6 +148,11 @@ class CudaRuntime final : public DeviceRuntime {
     if (width == 0 || height == 0) return true;
     return succeeded(
         cudaMemcpy2DAsync(dst, dst_pitch, src, src_pitch, width, height, cudaMemcpyDefault, as_stream(stream)));
+  }
+
+  bool reduce(ReduceOp op, ReduceType type, void* inout, const void* in, int64_t count,
+              DeviceStream stream) override {
+    return stream && succeeded(device_reduce(op, type, inout, in, count, as_stream(stream)));
   }
 
  private:

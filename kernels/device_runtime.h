@@ -15,6 +15,7 @@
 #include <memory>
 
 #include "datatypes/layout.h"
+#include "kernels/device_reduce.h"
 #include "kernels/memory_kind.h"
 
 namespace veneer::kernels {
@@ -86,6 +87,16 @@ class DeviceRuntime {
                 stream))
         return false;
     return true;
+  }
+  // inout[i] = in[i] op inout[i] for i < count elements of `type`
+  // (kernels/device_reduce.h: MPI_Reduce_local's operand order), as a kernel
+  // on `stream`. Both pointers are device, managed or mapped pinned memory,
+  // aligned to the element. False (nothing queued) for an unsupported pair,
+  // and by default: a runtime without a reduction kernel.
+  virtual bool reduce(ReduceOp op, ReduceType type, void* inout, const void* in, int64_t count,
+                      DeviceStream stream) {
+    (void)op, (void)type, (void)inout, (void)in, (void)count, (void)stream;
+    return false;
   }
 };
 

@@ -101,6 +101,12 @@ Config parse_config(const char* (*env)(const char*)) {
     else if (s == "staged") c.device_method = DeviceChoice::staged;
     else c.device_method = DeviceChoice::automatic;
   }
+  if (const char* m = env("VENEER_DEVICE_REDUCE")) {
+    std::string_view s(m);
+    if (s == "device") c.device_reduce = DeviceReduce::device;
+    else if (s == "host") c.device_reduce = DeviceReduce::host;
+    else c.device_reduce = DeviceReduce::automatic;
+  }
   if (const char* a = env("VENEER_CUDA_AWARE")) {
     std::string_view s(a);
     c.cuda_aware = (s == "auto" || s.empty()) ? -1 : (parse_bool(a, false) ? 1 : 0);

@@ -19,6 +19,8 @@ enum class LogLevel { error = 0, warn = 1, info = 2, debug = 3 };
 
 // How device buffers travel (VENEER_DEVICE_METHOD); see kernels/device_transfer.h.
 enum class DeviceChoice { automatic, oneshot, staged };
+// Where a staged collective on device buffers combines (VENEER_DEVICE_REDUCE).
+enum class DeviceReduce { automatic, host, device };
 
 // Where a take-over threshold came from: the compile-time default, the
 // calibrated machine profile, or the user's variable (which always wins).
@@ -70,6 +72,10 @@ struct Config {
   // Device (GPU) buffers. VENEER_DEVICE=0: they go to the library untouched.
   bool device = true;
   DeviceChoice device_method = DeviceChoice::automatic;  // VENEER_DEVICE_METHOD=auto|oneshot|staged
+  // VENEER_DEVICE_REDUCE=auto|host|device: where Veneer's reduction algorithms
+  // combine when a reduction collective is staged from device buffers (auto:
+  // host, until measured on a GPU; see interposer/device_reduce.cpp).
+  DeviceReduce device_reduce = DeviceReduce::automatic;
   // Whether the MPI library can read and write device memory itself
   // (VENEER_CUDA_AWARE=0|1; unset: asked from the library at MPI_Init).
   int cuda_aware = -1;

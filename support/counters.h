@@ -16,7 +16,7 @@ enum class Counter : int {
   send_taken, send_passed, recv_taken, recv_passed,
   alltoall_taken, alltoall_passed, coll_taken, coll_passed,
   bytes_packed, bytes_unpacked, nanoseconds,
-  device_oneshot, device_staged, device_on_device, device_passed, device_via_host,
+  device_oneshot, device_staged, device_on_device, device_passed, device_via_host, device_combines,
   count_  // number of counters
 };
 
@@ -27,7 +27,8 @@ inline constexpr const char* counter_name(Counter c) {
       "alltoallv/w taken over", "alltoallv/w passed through", "collectives taken over",
       "collectives passed through", "bytes packed", "bytes unpacked", "ns in veneer",
       "device moves one-shot", "device moves staged", "device moves on device",
-      "device buffers passed through", "device moves through a host copy of the span"};
+      "device buffers passed through", "device moves through a host copy of the span",
+      "reduction combines on the device"};
   return names[static_cast<int>(c)];
 }
 

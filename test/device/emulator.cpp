@@ -461,10 +461,36 @@ bool EmulatedRuntime::copy_2d(void* dst, size_t dst_pitch, const void* src, size
   });
 }
 
+bool EmulatedRuntime::reduce(kernels::ReduceOp op, kernels::ReduceType type, void* inout, const void* in,
+                             int64_t count, kernels::DeviceStream stream) {
+  const size_t size = kernels::reduce_type_size(type);
+  const uintptr_t io = reinterpret_cast<uintptr_t>(inout), src = reinterpret_cast<uintptr_t>(in);
+  // Refused at launch, as the CUDA launcher refuses them: nothing is queued.
+  if (count < 0 || size == 0 || !kernels::reduce_supported(op, type) || io % size != 0 || src % size != 0)
+    return false;
+  Stream* s = to_stream(stream);
+  return enqueue(s, [this, op, type, io, src, count, size, s] {
+    const int64_t bytes = count * static_cast<int64_t>(size);
+    std::shared_lock lock(allocations_mutex_);
+    const Resolved d = resolve(io, 0, bytes);
+    const Resolved r = resolve(src, 0, bytes);
+    // Like pack(): a kernel reaches its own device's memory, managed and
+    // mapped pinned memory; pageable host memory would fault.
+    auto reachable = [&](const Resolved& x) { return x.ok && !x.host && (x.device < 0 || x.device == s->device); };
+    if (bytes > 0 && (!reachable(d) || !reachable(r))) return false;
+    if (bytes > 0 && !kernels::reduce_elements(op, type, d.view, r.view, count)) return false;
+    counters_->reductions.fetch_add(1);
+    counters_->elements_reduced.fetch_add(count);
+    return true;
+  });
+}
+
 EmulatorCounters EmulatedRuntime::counters() const {
   const AtomicCounters& c = *counters_;
   EmulatorCounters r;
   r.packs = c.packs.load();
+  r.reductions = c.reductions.load();
+  r.elements_reduced = c.elements_reduced.load();
   r.unpacks = c.unpacks.load();
   r.copies = c.copies.load();
   r.copies_2d = c.copies_2d.load();

@@ -43,6 +43,8 @@ struct EmulatorOptions {
 // What the emulator has done and holds; a snapshot.
 struct EmulatorCounters {
   int64_t packs = 0, unpacks = 0;  // kernel launches that ran
+  int64_t reductions = 0;          // reduce() steps that ran
+  int64_t elements_reduced = 0;
   int64_t copies = 0;              // copy() and copy_2d() steps that ran
   int64_t copies_2d = 0;           // ... of which copy_2d()
   int64_t copies_to_host = 0;      // ... whose destination is host memory (pinned or pageable)
@@ -89,6 +91,10 @@ class EmulatedRuntime final : public kernels::DeviceRuntime {
   bool copy(void* dst, const void* src, size_t bytes, kernels::DeviceStream stream) override;
   bool copy_2d(void* dst, size_t dst_pitch, const void* src, size_t src_pitch, size_t width, size_t height,
                kernels::DeviceStream stream) override;
+  // kernels::reduce_elements() on the GPU's view, as one step; refuses
+  // pageable host memory, another device's memory and misaligned pointers.
+  bool reduce(kernels::ReduceOp op, kernels::ReduceType type, void* inout, const void* in, int64_t count,
+              kernels::DeviceStream stream) override;
 
   // The tests' side door.
   void* device_alloc(size_t bytes) { return alloc_device(bytes); }
@@ -156,6 +162,7 @@ class EmulatedRuntime final : public kernels::DeviceRuntime {
   std::map<Event*, std::unique_ptr<Event>> events_;
 
   struct AtomicCounters {
+    std::atomic<int64_t> reductions{0}, elements_reduced{0};
     std::atomic<int64_t> packs{0}, unpacks{0}, copies{0}, copies_2d{0}, copies_to_host{0}, copies_from_host{0};
     std::atomic<int64_t> bytes_packed{0}, bytes_unpacked{0}, bytes_copied{0}, failed_steps{0};
     std::atomic<int64_t> device_allocations{0}, pinned_allocations{0}, managed_allocations{0}, device_bytes{0};

@@ -16,8 +16,10 @@
 #include <cstdlib>
 #include <memory>
 #include <random>
+#include <cstring>
 #include <string>
 #include <thread>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -640,3 +642,73 @@ TEST(CudaRuntime, TellsEveryKindOfCudaMemory) {
 }
 
 }  // namespace
+
+// DeviceRuntime::reduce() (kernels/device_reduce.cu) on a GPU against the
+// same functor run on the CPU, bit for bit, for every op on every type, with
+// counts past one block and past the grid's 8192 blocks (grid-stride).
+namespace {
+template <class T>
+std::vector<T> random_elements(std::mt19937_64& rng, size_t n) {
+  std::vector<T> v(n);
+  for (auto& x : v) {
+    if constexpr (std::is_integral_v<T>) {
+      const uint64_t r = rng();
+      x = (r % 4 == 0) ? T{0} : static_cast<T>(r >> 7);
+    } else {
+      x = static_cast<T>(std::uniform_real_distribution<double>(-1e3, 1e3)(rng));  // no NaN: payloads may differ
+    }
+  }
+  return v;
+}
+}  // namespace
+
+TEST(CudaRuntime, ReduceMatchesTheHostFunctor) {
+  SKIP_WITHOUT_GPU();
+  vk::DeviceRuntime* rt = vk::cuda_runtime();
+  ASSERT_NE(rt, nullptr);
+  vk::DeviceStream s = rt->stream(0);
+  ASSERT_NE(s, nullptr);
+  std::mt19937_64 rng(17);
+  const vk::ReduceType types[] = {vk::ReduceType::i8,  vk::ReduceType::i16, vk::ReduceType::i32, vk::ReduceType::i64,
+                                  vk::ReduceType::u8,  vk::ReduceType::u16, vk::ReduceType::u32, vk::ReduceType::u64,
+                                  vk::ReduceType::f32, vk::ReduceType::f64};
+  for (vk::ReduceType type : types) {
+    for (int o = 0; o <= static_cast<int>(vk::ReduceOp::bxor); ++o) {
+      const auto op = static_cast<vk::ReduceOp>(o);
+      for (int64_t n : {int64_t{1}, int64_t{1000}, int64_t{3} << 21}) {
+        SCOPED_TRACE(testing::Message() << "type " << int(type) << " op " << o << " n " << n);
+        vk::visit_reduction(op, type, [&]<class T, vk::ReduceOp Op>() {
+          const auto count = static_cast<size_t>(n);
+          const std::vector<T> in = random_elements<T>(rng, count), inout = random_elements<T>(rng, count);
+          const size_t bytes = count * sizeof(T);
+          void* d_in = rt->alloc_device(bytes);
+          void* d_io = rt->alloc_device(bytes);
+          EXPECT_TRUE(d_in && d_io);
+          if (!d_in || !d_io) return false;
+          EXPECT_TRUE(rt->copy(d_in, in.data(), bytes, s));
+          EXPECT_TRUE(rt->copy(d_io, inout.data(), bytes, s));
+          EXPECT_TRUE(rt->reduce(op, type, d_io, d_in, n, s));
+          std::vector<T> got(count);
+          EXPECT_TRUE(rt->copy(got.data(), d_io, bytes, s));
+          EXPECT_TRUE(rt->synchronize(s));
+          std::vector<T> want = inout;
+          vk::reduce_elements(op, type, want.data(), in.data(), n);
+          size_t first_bad = count;
+          for (size_t i = 0; i < count && first_bad == count; ++i)
+            if (std::memcmp(&got[i], &want[i], sizeof(T)) != 0) first_bad = i;
+          EXPECT_EQ(first_bad, count) << "first differing element";
+          rt->free_device(d_in);
+          rt->free_device(d_io);
+          return true;
+        });
+      }
+    }
+  }
+  // Refused, nothing queued: misaligned, bitwise on floats.
+  void* d = rt->alloc_device(64);
+  ASSERT_NE(d, nullptr);
+  EXPECT_FALSE(rt->reduce(vk::ReduceOp::sum, vk::ReduceType::f64, static_cast<char*>(d) + 4, d, 1, s));
+  EXPECT_FALSE(rt->reduce(vk::ReduceOp::band, vk::ReduceType::f32, d, d, 4, s));
+  EXPECT_TRUE(rt->synchronize(s));
+  rt->free_device(d);
+}
