@@ -35,7 +35,7 @@ int run(const Args& a, const Hierarchy& h) {
   // arrived[node k] = blocks from k's ranks (i) to mine (t), i-major, at arrived_at[k].
   std::vector<int64_t> arrived_at(static_cast<size_t>(h.node_count) + 1, 0);
   for (int k = 0; k < h.node_count; ++k)
-    arrived_at[static_cast<size_t>(k) + 1] = arrived_at[static_cast<size_t>(k)] + h.node_size_of(k) * local * b;
+    arrived_at[static_cast<size_t>(k) + 1] = arrived_at[static_cast<size_t>(k)] + int64_t{h.node_size_of(k)} * local * b;
   std::vector<std::byte> arrived(static_cast<size_t>(arrived_at.back())), outgoing;
   for (int step = 0; step < h.node_count; ++step) {
     const int to = (here + step) % h.node_count, from = (here - step + h.node_count) % h.node_count;
