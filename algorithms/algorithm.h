@@ -33,22 +33,22 @@ enum class OpOrder {
 // Preconditions, checked against a Shape by eligible(). Defaults: no condition.
 struct Requirements {
   OpOrder order = OpOrder::rank_order;
-  bool predefined_op = false;         // MPI_SUM etc., not a user function
-  bool predefined_type = false;       // a named MPI type
-  bool power_of_two = false;          // communicator size 2^k
+  bool predefined_op = false;    // MPI_SUM etc., not a user function
+  bool predefined_type = false;  // a named MPI type
+  bool power_of_two = false;     // communicator size 2^k
   bool equal_ranks_per_node = false;
   bool node_consecutive = false;
-  bool in_place = true;               // accepts MPI_IN_PLACE
-  bool count_at_least_p = false;      // at least one element per rank
-  bool node_data_at_leader = false;   // a node's whole data meets at its leader: bytes x ranks per node < 2 GiB
+  bool in_place = true;              // accepts MPI_IN_PLACE
+  bool count_at_least_p = false;     // at least one element per rank
+  bool node_data_at_leader = false;  // a node's whole data meets at its leader: bytes x ranks per node < 2 GiB
 };
 
 // A call as every rank sees it: only arguments MPI requires to be identical
 // on all ranks (counts, type, op, communicator), so every rank selects alike.
 struct Shape {
   Collective collective = Collective::allreduce;
-  int64_t bytes = 0;   // the whole message; see tuning.h for what that is per collective
-  int64_t count = 0;   // elements of the reduced vector (reductions), bytes otherwise
+  int64_t bytes = 0;  // the whole message; see tuning.h for what that is per collective
+  int64_t count = 0;  // elements of the reduced vector (reductions), bytes otherwise
   int ranks = 1;
   int nodes = 1;
   int min_ranks_per_node = 1;
@@ -70,18 +70,18 @@ Shape shape_of(Collective c, int64_t bytes, const Hierarchy& h);
 struct Args {
   const void* sbuf = nullptr;
   void* rbuf = nullptr;
-  int count = 0;                      // reductions: elements; bcast: buffer; allgather/alltoall: per-rank block
+  int count = 0;  // reductions: elements; bcast: buffer; allgather/alltoall: per-rank block
   MPI_Datatype type = MPI_DATATYPE_NULL;
-  const int* rcounts = nullptr;       // reduce_scatter: elements each rank receives
+  const int* rcounts = nullptr;  // reduce_scatter: elements each rank receives
   MPI_Op op = MPI_OP_NULL;
   int root = 0;
 };
 
 struct Algorithm {
   Collective collective;
-  std::string_view name;              // what users write in overrides and read in reports
+  std::string_view name;  // what users write in overrides and read in reports
   Requirements needs;
-  bool hierarchical;                  // uses the node structure (the library's own estimate ignores these)
+  bool hierarchical;  // uses the node structure (the library's own estimate ignores these)
   double (*predicted_seconds)(const Shape&, const CostModel&);
   int (*run)(const Args&, const Hierarchy&);  // MPI error code
 };

@@ -13,9 +13,8 @@ namespace {
 double predicted(const Shape& s, const CostModel& m) {
   const double n = static_cast<double>(s.bytes), p = s.ranks, nodes = s.nodes;
   const double ppn = s.max_ranks_per_node, per_node = n / p * ppn;
-  return (ppn - 1) * m.intra.alpha + per_node * m.intra.beta +
-         (nodes - 1) * m.inter.alpha + (nodes - 1) / nodes * n * m.inter.beta +
-         ceil_log2(s.max_ranks_per_node) * (m.intra.alpha + n * m.intra.beta);
+  return (ppn - 1) * m.intra.alpha + per_node * m.intra.beta + (nodes - 1) * m.inter.alpha +
+         (nodes - 1) / nodes * n * m.inter.beta + ceil_log2(s.max_ranks_per_node) * (m.intra.alpha + n * m.intra.beta);
 }
 
 int run(const Args& a, const Hierarchy& h) {
@@ -59,7 +58,7 @@ int run(const Args& a, const Hierarchy& h) {
 
 }  // namespace
 
-extern const Algorithm allgather_two_level_algorithm{Collective::allgather, "two_level", Requirements{}, true,
-                                                     predicted, run};
+extern const Algorithm allgather_two_level_algorithm{
+    Collective::allgather, "two_level", Requirements{}, true, predicted, run};
 
 }  // namespace veneer::algorithms

@@ -37,7 +37,11 @@ int run(const Args& a, const Hierarchy& h) {
 }  // namespace
 
 extern const Algorithm allreduce_lanes_algorithm{
-    Collective::allreduce, "lanes", Requirements{.order = OpOrder::node_order, .equal_ranks_per_node = true}, true,
-    predicted, run};
+    Collective::allreduce,
+    "lanes",
+    Requirements{.order = OpOrder::node_order, .equal_ranks_per_node = true},
+    true,
+    predicted,
+    run};
 
 }  // namespace veneer::algorithms

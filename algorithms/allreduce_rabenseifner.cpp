@@ -6,8 +6,7 @@
 
 namespace veneer::algorithms {
 
-int allreduce_rabenseifner(const void* input, void* output, int64_t count, const Reduction& r, MPI_Comm comm,
-                           Tag tag) {
+int allreduce_rabenseifner(const void* input, void* output, int64_t count, const Reduction& r, MPI_Comm comm, Tag tag) {
   int p = 1, rank = 0;
   PMPI_Comm_size(comm, &p);
   PMPI_Comm_rank(comm, &rank);

@@ -20,8 +20,8 @@ int allreduce_ring(const void* input, void* output, int64_t count, const Reducti
   auto size = [&](int b) { return blocks.counts[static_cast<size_t>(b)]; };
   for (int step = 0; step < p - 1; ++step) {
     const int out = (rank - step + p) % p, in = (rank - step - 1 + p) % p;
-    VENEER_TRY(sendrecv(block(out), size(out), r.type.type, right, scratch.data(), size(in), r.type.type, left, tag,
-                        comm));
+    VENEER_TRY(
+        sendrecv(block(out), size(out), r.type.type, right, scratch.data(), size(in), r.type.type, left, tag, comm));
     VENEER_TRY(reduce_local(scratch.data(), block(in), size(in), r.type, r.op));
   }
   // Rank r now holds block r+1 complete; pass the complete blocks round.

@@ -20,8 +20,7 @@ double inter_node_allreduce_seconds(double bytes, int64_t count, int ranks, cons
   double t = 0;
   if (inter_node_uses_halving(static_cast<int64_t>(bytes), count, ranks))
     t = 2 * steps * l.alpha + (pof2 - 1.0) / pof2 * bytes * (2 * l.beta + l.gamma);
-  else
-    t = steps * (l.alpha + bytes * (l.beta + l.gamma));
+  else t = steps * (l.alpha + bytes * (l.beta + l.gamma));
   if (pof2 != ranks) t += 2 * (l.alpha + bytes * l.beta) + bytes * l.gamma;
   return t;
 }
@@ -40,8 +39,7 @@ double predicted(const Shape& s, const CostModel& m) {
   const double n = static_cast<double>(s.bytes);
   const int node_steps = ceil_log2(s.max_ranks_per_node);
   return node_steps * (m.intra.alpha + n * (m.intra.beta + m.intra.gamma)) +
-         inter_node_allreduce_seconds(n, s.count, s.nodes, m.inter) +
-         node_steps * (m.intra.alpha + n * m.intra.beta);
+         inter_node_allreduce_seconds(n, s.count, s.nodes, m.inter) + node_steps * (m.intra.alpha + n * m.intra.beta);
 }
 
 int run(const Args& a, const Hierarchy& h) {
@@ -49,8 +47,8 @@ int run(const Args& a, const Hierarchy& h) {
   if (!r) return MPI_ERR_TYPE;
   const bool leader = h.node_rank == 0;
   const MPI_Comm leaders = h.leaders();  // every rank: made on first use, collectively
-  VENEER_TRY(reduce_binomial_to_zero(input_of(a), leader ? a.rbuf : nullptr, a.count, *r, h.node_comm(),
-                                     Tag::allreduce));
+  VENEER_TRY(
+      reduce_binomial_to_zero(input_of(a), leader ? a.rbuf : nullptr, a.count, *r, h.node_comm(), Tag::allreduce));
   if (leader && h.node_count > 1) VENEER_TRY(inter_node_allreduce(a.rbuf, a.count, *r, leaders, Tag::allreduce));
   return bcast_binomial(a.rbuf, a.count, r->type.type, 0, h.node_comm(), Tag::allreduce);
 }

@@ -30,8 +30,8 @@ int run(const Args& a, const Hierarchy& h) {
     int64_t packed = 0;
     for (int i = bit; i < p; ++i)
       if (i & bit) std::memcpy(outgoing.data() + (packed++) * b, rotated.data() + i * b, static_cast<size_t>(b));
-    VENEER_TRY(sendrecv(outgoing.data(), packed * b, MPI_BYTE, (rank + bit) % p, incoming.data(), packed * b,
-                        MPI_BYTE, (rank - bit + p) % p, Tag::alltoall, h.comm()));
+    VENEER_TRY(sendrecv(outgoing.data(), packed * b, MPI_BYTE, (rank + bit) % p, incoming.data(), packed * b, MPI_BYTE,
+                        (rank - bit + p) % p, Tag::alltoall, h.comm()));
     packed = 0;
     for (int i = bit; i < p; ++i)
       if (i & bit) std::memcpy(rotated.data() + i * b, incoming.data() + (packed++) * b, static_cast<size_t>(b));

@@ -35,7 +35,8 @@ int run(const Args& a, const Hierarchy& h) {
   // arrived[node k] = blocks from k's ranks (i) to mine (t), i-major, at arrived_at[k].
   std::vector<int64_t> arrived_at(static_cast<size_t>(h.node_count) + 1, 0);
   for (int k = 0; k < h.node_count; ++k)
-    arrived_at[static_cast<size_t>(k) + 1] = arrived_at[static_cast<size_t>(k)] + int64_t{h.node_size_of(k)} * local * b;
+    arrived_at[static_cast<size_t>(k) + 1] =
+        arrived_at[static_cast<size_t>(k)] + int64_t{h.node_size_of(k)} * local * b;
   std::vector<std::byte> arrived(static_cast<size_t>(arrived_at.back())), outgoing;
   for (int step = 0; step < h.node_count; ++step) {
     const int to = (here + step) % h.node_count, from = (here - step + h.node_count) % h.node_count;
@@ -48,8 +49,7 @@ int run(const Args& a, const Hierarchy& h) {
         put += b;
       }
     std::byte* into = arrived.data() + arrived_at[static_cast<size_t>(from)];
-    if (to == here)
-      std::memcpy(into, outgoing.data(), outgoing.size());
+    if (to == here) std::memcpy(into, outgoing.data(), outgoing.size());
     else
       VENEER_TRY(sendrecv(outgoing.data(), static_cast<int64_t>(outgoing.size()), MPI_BYTE, to, into,
                           arrived_at[static_cast<size_t>(from) + 1] - arrived_at[static_cast<size_t>(from)], MPI_BYTE,

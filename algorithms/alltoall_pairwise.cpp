@@ -35,7 +35,7 @@ int run(const Args& a, const Hierarchy& h) {
 
 }  // namespace
 
-extern const Algorithm alltoall_pairwise_algorithm{Collective::alltoall, "pairwise", Requirements{}, false, predicted,
-                                                   run};
+extern const Algorithm alltoall_pairwise_algorithm{
+    Collective::alltoall, "pairwise", Requirements{}, false, predicted, run};
 
 }  // namespace veneer::algorithms

@@ -58,7 +58,7 @@ int run(const Args& a, const Hierarchy& h) {
 
 }  // namespace
 
-extern const Algorithm bcast_scatter_allgather_algorithm{Collective::bcast, "scatter_allgather", Requirements{},
-                                                         false, predicted, run};
+extern const Algorithm bcast_scatter_allgather_algorithm{
+    Collective::bcast, "scatter_allgather", Requirements{}, false, predicted, run};
 
 }  // namespace veneer::algorithms

@@ -12,9 +12,9 @@ bool leaders_scatter(int64_t bytes, int nodes) { return nodes > 2 && bytes >= (i
 
 double predicted(const Shape& s, const CostModel& m) {
   const double n = static_cast<double>(s.bytes), nodes = s.nodes;
-  const double inter = leaders_scatter(s.bytes, s.nodes)
-                           ? (ceil_log2(s.nodes) + nodes - 1) * m.inter.alpha + 2 * (nodes - 1) / nodes * n * m.inter.beta
-                           : ceil_log2(s.nodes) * (m.inter.alpha + n * m.inter.beta);
+  const double inter = leaders_scatter(s.bytes, s.nodes) ? (ceil_log2(s.nodes) + nodes - 1) * m.inter.alpha +
+                                                               2 * (nodes - 1) / nodes * n * m.inter.beta
+                                                         : ceil_log2(s.nodes) * (m.inter.alpha + n * m.inter.beta);
   return inter + ceil_log2(s.max_ranks_per_node) * (m.intra.alpha + n * m.intra.beta);
 }
 
@@ -28,10 +28,8 @@ int run(const Args& a, const Hierarchy& h) {
   }
   if (h.node_rank == 0 && h.node_count > 1) {
     if (leaders_scatter(a.count, h.node_count))
-      VENEER_TRY(bcast_scatter_allgather(static_cast<std::byte*>(a.rbuf), a.count, root_node, leaders,
-                                         Tag::bcast));
-    else
-      VENEER_TRY(bcast_binomial(a.rbuf, a.count, MPI_BYTE, root_node, leaders, Tag::bcast));
+      VENEER_TRY(bcast_scatter_allgather(static_cast<std::byte*>(a.rbuf), a.count, root_node, leaders, Tag::bcast));
+    else VENEER_TRY(bcast_binomial(a.rbuf, a.count, MPI_BYTE, root_node, leaders, Tag::bcast));
   }
   // On the root's node the root itself sends, so its buffer is never written.
   const int node_root = h.node_index == root_node ? h.local_rank_of[static_cast<size_t>(a.root)] : 0;

@@ -41,10 +41,12 @@ namespace {
 enum class TypeClass { none, integer, floating, logical, complex, byte, pair };
 
 TypeClass type_class(MPI_Datatype t) {
-  const MPI_Datatype integers[] = {
-      MPI_INT, MPI_LONG, MPI_SHORT, MPI_UNSIGNED_SHORT, MPI_UNSIGNED, MPI_UNSIGNED_LONG, MPI_LONG_LONG,
-      MPI_UNSIGNED_LONG_LONG, MPI_SIGNED_CHAR, MPI_UNSIGNED_CHAR, MPI_INT8_T, MPI_INT16_T, MPI_INT32_T,
-      MPI_INT64_T, MPI_UINT8_T, MPI_UINT16_T, MPI_UINT32_T, MPI_UINT64_T, MPI_AINT, MPI_OFFSET, MPI_COUNT};
+  const MPI_Datatype integers[] = {MPI_INT,         MPI_LONG,          MPI_SHORT,     MPI_UNSIGNED_SHORT,
+                                   MPI_UNSIGNED,    MPI_UNSIGNED_LONG, MPI_LONG_LONG, MPI_UNSIGNED_LONG_LONG,
+                                   MPI_SIGNED_CHAR, MPI_UNSIGNED_CHAR, MPI_INT8_T,    MPI_INT16_T,
+                                   MPI_INT32_T,     MPI_INT64_T,       MPI_UINT8_T,   MPI_UINT16_T,
+                                   MPI_UINT32_T,    MPI_UINT64_T,      MPI_AINT,      MPI_OFFSET,
+                                   MPI_COUNT};
   for (MPI_Datatype x : integers)
     if (t == x) return TypeClass::integer;
   if (t == MPI_FLOAT || t == MPI_DOUBLE || t == MPI_LONG_DOUBLE) return TypeClass::floating;
@@ -275,8 +277,7 @@ int run_library(const Call& c, MPI_Comm comm) {
     case Collective::allreduce: return PMPI_Allreduce(c.sbuf, c.rbuf, c.count, c.type, c.op, comm);
     case Collective::bcast: return PMPI_Bcast(c.rbuf, c.count, c.type, c.root, comm);
     case Collective::reduce: return PMPI_Reduce(c.sbuf, c.rbuf, c.count, c.type, c.op, c.root, comm);
-    case Collective::allgather:
-      return PMPI_Allgather(c.sbuf, c.scount, c.stype, c.rbuf, c.count, c.type, comm);
+    case Collective::allgather: return PMPI_Allgather(c.sbuf, c.scount, c.stype, c.rbuf, c.count, c.type, comm);
     case Collective::reduce_scatter: return PMPI_Reduce_scatter(c.sbuf, c.rbuf, c.rcounts, c.type, c.op, comm);
     case Collective::reduce_scatter_block:
       return PMPI_Reduce_scatter_block(c.sbuf, c.rbuf, c.count, c.type, c.op, comm);
@@ -365,36 +366,59 @@ std::optional<int> bcast(void* buf, int count, MPI_Datatype type, int root, MPI_
 
 std::optional<int> reduce(const void* sbuf, void* rbuf, int count, MPI_Datatype type, MPI_Op op, int root,
                           MPI_Comm comm) {
-  return take({.collective = Collective::reduce, .sbuf = sbuf, .rbuf = rbuf, .count = count, .type = type, .op = op,
+  return take({.collective = Collective::reduce,
+               .sbuf = sbuf,
+               .rbuf = rbuf,
+               .count = count,
+               .type = type,
+               .op = op,
                .root = root},
               comm);
 }
 
 std::optional<int> allgather(const void* sbuf, int scount, MPI_Datatype stype, void* rbuf, int rcount,
                              MPI_Datatype rtype, MPI_Comm comm) {
-  return take({.collective = Collective::allgather, .sbuf = sbuf, .rbuf = rbuf, .count = rcount, .type = rtype,
-               .scount = scount, .stype = stype},
+  return take({.collective = Collective::allgather,
+               .sbuf = sbuf,
+               .rbuf = rbuf,
+               .count = rcount,
+               .type = rtype,
+               .scount = scount,
+               .stype = stype},
               comm);
 }
 
 std::optional<int> reduce_scatter(const void* sbuf, void* rbuf, const int rcounts[], MPI_Datatype type, MPI_Op op,
                                   MPI_Comm comm) {
-  return take({.collective = Collective::reduce_scatter, .sbuf = sbuf, .rbuf = rbuf, .type = type, .rcounts = rcounts,
+  return take({.collective = Collective::reduce_scatter,
+               .sbuf = sbuf,
+               .rbuf = rbuf,
+               .type = type,
+               .rcounts = rcounts,
                .op = op},
               comm);
 }
 
 std::optional<int> reduce_scatter_block(const void* sbuf, void* rbuf, int rcount, MPI_Datatype type, MPI_Op op,
                                         MPI_Comm comm) {
-  return take({.collective = Collective::reduce_scatter_block, .sbuf = sbuf, .rbuf = rbuf, .count = rcount,
-               .type = type, .op = op},
+  return take({.collective = Collective::reduce_scatter_block,
+               .sbuf = sbuf,
+               .rbuf = rbuf,
+               .count = rcount,
+               .type = type,
+               .op = op},
               comm);
 }
 
 std::optional<int> alltoall(const void* sbuf, int scount, MPI_Datatype stype, void* rbuf, int rcount,
                             MPI_Datatype rtype, MPI_Comm comm) {
-  return take({.collective = Collective::alltoall, .sbuf = sbuf, .rbuf = rbuf, .count = rcount, .type = rtype,
-               .scount = scount, .stype = stype},
+  return take({.collective = Collective::alltoall,
+               .sbuf = sbuf,
+               .rbuf = rbuf,
+               .count = rcount,
+               .type = rtype,
+               .scount = scount,
+               .stype = stype},
               comm);
 }
 

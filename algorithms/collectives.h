@@ -74,19 +74,26 @@ struct Call {
   Collective collective = Collective::allreduce;
   const void* sbuf = nullptr;
   void* rbuf = nullptr;
-  int count = 0;                               // reductions, bcast; allgather/alltoall: receive side
+  int count = 0;  // reductions, bcast; allgather/alltoall: receive side
   MPI_Datatype type = MPI_DATATYPE_NULL;
-  int scount = 0;                              // allgather/alltoall send side
+  int scount = 0;  // allgather/alltoall send side
   MPI_Datatype stype = MPI_DATATYPE_NULL;
-  const int* rcounts = nullptr;                // reduce_scatter
+  const int* rcounts = nullptr;  // reduce_scatter
   MPI_Op op = MPI_OP_NULL;
   int root = 0;
 };
 
 // What a decision about `call` on comm is remembered by (decisions.h).
 inline DecisionKey decision_key(const Call& c, MPI_Comm comm) {
-  return {.comm = comm, .type = c.type, .stype = c.stype, .op = c.op, .count = c.count, .scount = c.scount,
-          .root = c.root, .collective = c.collective, .in_place = c.sbuf == MPI_IN_PLACE};
+  return {.comm = comm,
+          .type = c.type,
+          .stype = c.stype,
+          .op = c.op,
+          .count = c.count,
+          .scount = c.scount,
+          .root = c.root,
+          .collective = c.collective,
+          .in_place = c.sbuf == MPI_IN_PLACE};
 }
 
 // Runs `algorithm` (or "library": PMPI on h.parent) for `call` on hierarchy h,

@@ -34,9 +34,9 @@ struct LinkCost {
 };
 
 struct CostModel {
-  LinkCost intra{0.4e-6, 1.0 / 8e9, 1.0 / 6e9};    // shared memory within a node
-  LinkCost inter{2.0e-6, 1.0 / 12e9, 1.0 / 6e9};   // the network between nodes
-  int nic_streams = 4;            // concurrent inter-node streams a node sustains at full speed each
+  LinkCost intra{0.4e-6, 1.0 / 8e9, 1.0 / 6e9};   // shared memory within a node
+  LinkCost inter{2.0e-6, 1.0 / 12e9, 1.0 / 6e9};  // the network between nodes
+  int nic_streams = 4;                            // concurrent inter-node streams a node sustains at full speed each
   // An algorithm replaces the library only when predicted below this
   // fraction of the library's estimate: the model is rough, the library is tuned.
   double library_margin = 0.8;
@@ -90,8 +90,8 @@ inline constexpr double max_spread = 0.5;
 // when oversubscribed.
 double formula_margin(const Shape& s, const CostModel& m);
 
-int ceil_log2(int64_t p);                                // 0 for p <= 1
-int floor_pow2(int p);                                   // largest power of two <= p
+int ceil_log2(int64_t p);  // 0 for p <= 1
+int floor_pow2(int p);     // largest power of two <= p
 // Link of a flat algorithm's step between ranks `distance` apart (recursive
 // doubling): within a node if every node is a run of a multiple of 2*distance
 // ranks, else the network crowded by all of a node's ranks at once.

@@ -37,7 +37,7 @@ struct DecisionKey {
 };
 
 struct Remembered {
-  const Algorithm* algorithm = nullptr;         // nullptr: the library
+  const Algorithm* algorithm = nullptr;            // nullptr: the library
   const topology::Hierarchy* hierarchy = nullptr;  // where algorithm runs (valid while comm lives)
 };
 

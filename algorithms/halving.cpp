@@ -8,10 +8,8 @@ Folding::Folding(int size, int my_rank) : p(size), rank(my_rank) {
   pof2 = 1;
   while (pof2 * 2 <= p) pof2 *= 2;
   rem = p - pof2;
-  if (rank < 2 * rem)
-    newrank = rank % 2 ? rank / 2 : -1;
-  else
-    newrank = rank - rem;
+  if (rank < 2 * rem) newrank = rank % 2 ? rank / 2 : -1;
+  else newrank = rank - rem;
 }
 
 int bit_reverse(int value, int bits) {
@@ -55,8 +53,8 @@ int halve(const Folding& f, void* acc, void* tmp, const Blocks& blocks, const Re
     int64_t keep_count = window_count(f, blocks, keep.lo, keep.hi);
     void* mine = element(acc, window_offset(f, blocks, keep.lo), r.type);
     VENEER_TRY(sendrecv(element(acc, window_offset(f, blocks, give.lo), r.type),
-                        window_count(f, blocks, give.lo, give.hi), r.type.type, partner, tmp, keep_count,
-                        r.type.type, partner, tag, comm));
+                        window_count(f, blocks, give.lo, give.hi), r.type.type, partner, tmp, keep_count, r.type.type,
+                        partner, tag, comm));
     if (upper) {
       VENEER_TRY(reduce_local(tmp, mine, keep_count, r.type, r.op));  // partner's run is the lower one
     } else {

@@ -17,9 +17,7 @@ bool measured_at(const MeasuredPoint& p) { return p.seconds > 0; }
 // t(x) from (x0, t0) with log-log slope `slope`.
 double along(double x0, double t0, double slope, double x) { return t0 * std::pow(x / x0, slope); }
 
-double slope_between(double x0, double t0, double x1, double t1) {
-  return std::log(t1 / t0) / std::log(x1 / x0);
-}
+double slope_between(double x0, double t0, double x1, double t1) { return std::log(t1 / t0) / std::log(x1 / x0); }
 
 std::mutex g_info_mutex;
 ProfileInfo g_info{topology::ProfileStatus::off, "", "", "not loaded (MPI_Init was not seen)"};
@@ -240,9 +238,9 @@ ProfileInfo load_profile(MPI_Comm comm, bool enabled) {
       const std::optional<int64_t> max_block =
           shared.profile->p2p ? shared.profile->p2p->takeover_max_block() : std::nullopt;
       // MPI_Pack's own: the "pack" table's threshold, when measured.
-      const std::optional<int64_t> pack_max_block =
-          shared.profile->p2p && shared.profile->p2p->pack ? std::optional<int64_t>(shared.profile->p2p->pack->max_block)
-                                                           : std::nullopt;
+      const std::optional<int64_t> pack_max_block = shared.profile->p2p && shared.profile->p2p->pack
+                                                        ? std::optional<int64_t>(shared.profile->p2p->pack->max_block)
+                                                        : std::nullopt;
       set_profile_thresholds(max_block, max_block, pack_max_block);
       installed = true;
     } else {
@@ -255,8 +253,7 @@ ProfileInfo load_profile(MPI_Comm comm, bool enabled) {
     set_profile_thresholds(std::nullopt, std::nullopt);
   }
   if (rank == 0) {
-    if (installed)
-      log(LogLevel::info, "%s: %s", info.describe().c_str(), info.why.c_str());
+    if (installed) log(LogLevel::info, "%s: %s", info.describe().c_str(), info.why.c_str());
     else if (info.status == ProfileStatus::off || (info.status == ProfileStatus::missing && !explicit_path))
       log(LogLevel::info, "no calibrated profile, %s", info.describe().c_str());
     else

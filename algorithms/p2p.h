@@ -10,7 +10,12 @@ namespace veneer::algorithms {
 // One tag per collective: a communicator carries one collective at a time, and
 // between two ranks messages match in the order both sides post them.
 enum class Tag : int {
-  allreduce = 7301, bcast, reduce, allgather, reduce_scatter, alltoall,
+  allreduce = 7301,
+  bcast,
+  reduce,
+  allgather,
+  reduce_scatter,
+  alltoall,
 };
 
 inline int send(const void* buf, int64_t count, MPI_Datatype type, int dest, Tag tag, MPI_Comm comm) {
@@ -32,15 +37,14 @@ inline int isend(const void* buf, int64_t count, MPI_Datatype type, int dest, Ta
   return PMPI_Isend(buf, static_cast<int>(count), type, dest, static_cast<int>(tag), comm, req);
 }
 
-inline int irecv(void* buf, int64_t count, MPI_Datatype type, int source, Tag tag, MPI_Comm comm,
-                 MPI_Request* req) {
+inline int irecv(void* buf, int64_t count, MPI_Datatype type, int source, Tag tag, MPI_Comm comm, MPI_Request* req) {
   return PMPI_Irecv(buf, static_cast<int>(count), type, source, static_cast<int>(tag), comm, req);
 }
 
 // Chains MPI return codes: the first error wins.
-#define VENEER_TRY(expr)                       \
-  do {                                         \
-    int veneer_rc_ = (expr);                   \
+#define VENEER_TRY(expr)                              \
+  do {                                                \
+    int veneer_rc_ = (expr);                          \
     if (veneer_rc_ != MPI_SUCCESS) return veneer_rc_; \
   } while (0)
 

@@ -32,7 +32,8 @@ inline const void* input_of(const Args& a) { return a.sbuf == MPI_IN_PLACE ? a.r
 int allreduce_recursive_doubling(const void* input, void* output, int64_t count, const Reduction& r, MPI_Comm comm,
                                  Tag tag);
 int allreduce_rabenseifner(const void* input, void* output, int64_t count, const Reduction& r, MPI_Comm comm, Tag tag);
-int allreduce_ring(const void* input, void* output, int64_t count, const Reduction& r, MPI_Comm comm, Tag tag);  // any order
+int allreduce_ring(const void* input, void* output, int64_t count, const Reduction& r, MPI_Comm comm,
+                   Tag tag);  // any order
 
 // The allreduce among node leaders or along a lane: recursive doubling, or
 // Rabenseifner for large vectors. inter_node_uses_halving decides, from

@@ -65,10 +65,12 @@ int run(const Args& a, const Hierarchy& h) {
 }  // namespace
 
 extern const Algorithm reduce_scatter_recursive_halving_algorithm{
-    Collective::reduce_scatter, "recursive_halving", Requirements{.order = OpOrder::rank_order}, false, predicted,
-    run};
-extern const Algorithm reduce_scatter_block_recursive_halving_algorithm{
-    Collective::reduce_scatter_block, "recursive_halving", Requirements{.order = OpOrder::rank_order}, false,
-    predicted, run};
+    Collective::reduce_scatter, "recursive_halving", Requirements{.order = OpOrder::rank_order}, false, predicted, run};
+extern const Algorithm reduce_scatter_block_recursive_halving_algorithm{Collective::reduce_scatter_block,
+                                                                        "recursive_halving",
+                                                                        Requirements{.order = OpOrder::rank_order},
+                                                                        false,
+                                                                        predicted,
+                                                                        run};
 
 }  // namespace veneer::algorithms

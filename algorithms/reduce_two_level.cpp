@@ -29,8 +29,8 @@ int run(const Args& a, const Hierarchy& h) {
   if (leader) {
     TempBuffer final_result(h.rank == root_leader && !root ? a.count : 0, r->type);
     void* out = root ? a.rbuf : final_result.data();
-    VENEER_TRY(reduce_binomial(node_buf, h.rank == root_leader ? out : nullptr, a.count, *r, root_node, leaders,
-                               Tag::reduce));
+    VENEER_TRY(
+        reduce_binomial(node_buf, h.rank == root_leader ? out : nullptr, a.count, *r, root_node, leaders, Tag::reduce));
     if (h.rank == root_leader && !root) return send(out, a.count, r->type.type, a.root, Tag::reduce, h.comm());
   }
   if (root && !leader) return recv(a.rbuf, a.count, r->type.type, root_leader, Tag::reduce, h.comm());

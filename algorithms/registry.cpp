@@ -18,20 +18,20 @@ extern const Algorithm alltoall_bruck_algorithm, alltoall_pairwise_algorithm, al
 
 namespace {
 
-constexpr std::array<const Algorithm*, 5> allreduce_list{
-    &allreduce_recursive_doubling_algorithm, &allreduce_rabenseifner_algorithm, &allreduce_ring_algorithm,
-    &allreduce_two_level_algorithm, &allreduce_lanes_algorithm};
+constexpr std::array<const Algorithm*, 5> allreduce_list{&allreduce_recursive_doubling_algorithm,
+                                                         &allreduce_rabenseifner_algorithm, &allreduce_ring_algorithm,
+                                                         &allreduce_two_level_algorithm, &allreduce_lanes_algorithm};
 constexpr std::array<const Algorithm*, 3> bcast_list{&bcast_binomial_algorithm, &bcast_scatter_allgather_algorithm,
                                                      &bcast_two_level_algorithm};
 constexpr std::array<const Algorithm*, 3> reduce_list{
     &reduce_binomial_algorithm, &reduce_reduce_scatter_gather_algorithm, &reduce_two_level_algorithm};
-constexpr std::array<const Algorithm*, 4> allgather_list{
-    &allgather_recursive_doubling_algorithm, &allgather_bruck_algorithm, &allgather_ring_algorithm,
-    &allgather_two_level_algorithm};
+constexpr std::array<const Algorithm*, 4> allgather_list{&allgather_recursive_doubling_algorithm,
+                                                         &allgather_bruck_algorithm, &allgather_ring_algorithm,
+                                                         &allgather_two_level_algorithm};
 constexpr std::array<const Algorithm*, 2> reduce_scatter_list{&reduce_scatter_recursive_halving_algorithm,
                                                               &reduce_scatter_pairwise_algorithm};
-constexpr std::array<const Algorithm*, 2> reduce_scatter_block_list{
-    &reduce_scatter_block_recursive_halving_algorithm, &reduce_scatter_block_pairwise_algorithm};
+constexpr std::array<const Algorithm*, 2> reduce_scatter_block_list{&reduce_scatter_block_recursive_halving_algorithm,
+                                                                    &reduce_scatter_block_pairwise_algorithm};
 constexpr std::array<const Algorithm*, 3> alltoall_list{&alltoall_bruck_algorithm, &alltoall_pairwise_algorithm,
                                                         &alltoall_node_aware_algorithm};
 

@@ -10,7 +10,8 @@ namespace veneer::algorithms {
 namespace {
 
 bool allows(const Rule* rule, std::string_view name) {
-  return !rule || rule->choices.empty() || std::find(rule->choices.begin(), rule->choices.end(), name) != rule->choices.end();
+  return !rule || rule->choices.empty() ||
+         std::find(rule->choices.begin(), rule->choices.end(), name) != rule->choices.end();
 }
 
 std::string seconds_text(double s) {
@@ -189,8 +190,8 @@ std::string reason(const Choice& c, const Shape& s) {
       }
     case Decision::model:
       if (!allows(c.rule, "library"))
-        return std::string(source_name(c.source)) + " times under " + rule + " (the library not allowed): " +
-               name_of(c.algorithm) + " at " + seconds_text(c.predicted_seconds);
+        return std::string(source_name(c.source)) + " times under " + rule +
+               " (the library not allowed): " + name_of(c.algorithm) + " at " + seconds_text(c.predicted_seconds);
       return std::string(source_name(c.source)) + " times under " + rule + ": " + name_of(c.algorithm) + " at " +
              seconds_text(c.predicted_seconds) + (c.from_measurements ? " (±" + percent_text(c.spread) + ")" : "") +
              " beats the library's " + seconds_text(c.library_seconds) +
@@ -203,9 +204,9 @@ std::string describe(const Shape& s) {
   std::string d = std::string(collective_name(s.collective)) + ", " + std::to_string(s.bytes) + " bytes, " +
                   std::to_string(s.ranks) + " ranks on " + std::to_string(s.nodes) + " node" +
                   (s.nodes == 1 ? "" : "s") + " (";
-  d += s.equal_ranks_per_node ? std::to_string(s.max_ranks_per_node) + " per node"
-                              : std::to_string(s.min_ranks_per_node) + "-" + std::to_string(s.max_ranks_per_node) +
-                                    " per node";
+  d += s.equal_ranks_per_node
+           ? std::to_string(s.max_ranks_per_node) + " per node"
+           : std::to_string(s.min_ranks_per_node) + "-" + std::to_string(s.max_ranks_per_node) + " per node";
   d += s.node_consecutive ? ", node-consecutive)" : ", not node-consecutive)";
   d += s.commutative ? "" : ", non-commutative op";
   if (!s.predefined_op) d += ", user op";

@@ -36,11 +36,11 @@ struct Choice {
   Decision decision = Decision::library_kept;
   const Algorithm* best = nullptr;  // the fastest algorithm considered (also when the library kept the call)
   double best_seconds = 0;
-  const Rule* rule = nullptr;       // the rule in force (nullptr: none); owned by the Tuning
+  const Rule* rule = nullptr;  // the rule in force (nullptr: none); owned by the Tuning
   bool rule_from_user = false;
-  bool from_measurements = false;   // the ranking used the profile's measured points
-  double margin = 0;                // the formulas' margin (formula_margin), when they decided
-  bool lost_at_a_neighbour = false; // interpolated win, but behind at a measured size on either side
+  bool from_measurements = false;    // the ranking used the profile's measured points
+  double margin = 0;                 // the formulas' margin (formula_margin), when they decided
+  bool lost_at_a_neighbour = false;  // interpolated win, but behind at a measured size on either side
 };
 
 Choice choose(const Shape& s, const Tuning& t, const CostModel& m);

@@ -140,10 +140,8 @@ Tuning Tuning::from_env() {
     if (!text && c == Collective::reduce_scatter_block) text = std::getenv("VENEER_REDUCE_SCATTER");
     if (!text) continue;
     auto user = parse_rules(c, text, &error);
-    if (user)
-      t.user[i] = std::move(*user);
-    else
-      log(LogLevel::warn, "%s=\"%s\" ignored: %s", variable.c_str(), text, error.c_str());
+    if (user) t.user[i] = std::move(*user);
+    else log(LogLevel::warn, "%s=\"%s\" ignored: %s", variable.c_str(), text, error.c_str());
   }
   return t;
 }

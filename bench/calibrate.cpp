@@ -249,8 +249,8 @@ double reduction_rate(int repetitions, double batch_seconds) {
 // Both levels, from the hierarchy: within the first node with two ranks or
 // more, and between the first two nodes (lane i of one with lane i of the other).
 void measure_levels(const topo::Hierarchy& h, const Options& o, topo::Profile& profile) {
-  const std::vector<int64_t> sizes = o.quick ? std::vector<int64_t>{8, 16384, 262144}
-                                             : std::vector<int64_t>{8, 1024, 16384, 262144, 1 << 20};
+  const std::vector<int64_t> sizes =
+      o.quick ? std::vector<int64_t>{8, 16384, 262144} : std::vector<int64_t>{8, 1024, 16384, 262144, 1 << 20};
   const int reps = std::min(o.repetitions, 5);
   const double batch = std::min(o.batch_seconds, 0.002);
   auto measure = [&](const std::vector<std::pair<int, int>>& all_pairs, const char* name) {
@@ -267,8 +267,8 @@ void measure_levels(const topo::Hierarchy& h, const Options& o, topo::Profile& p
     fit(level);
     if (h.rank == 0)
       std::printf("# %s: alpha %.2f us, beta %.3f GB/s, fit error %.1f%% (%zu pair%s at most)\n", name,
-                  level.alpha * 1e6, level.beta > 0 ? 1e-9 / level.beta : 0.0, level.fit_error * 100,
-                  all_pairs.size(), all_pairs.size() == 1 ? "" : "s");
+                  level.alpha * 1e6, level.beta > 0 ? 1e-9 / level.beta : 0.0, level.fit_error * 100, all_pairs.size(),
+                  all_pairs.size() == 1 ? "" : "s");
     return level;
   };
   for (int node = 0; node < h.node_count; ++node) {
@@ -484,8 +484,10 @@ topo::P2pLevel measure_p2p_table(const char* name, const Options& o, int rank, M
   }
   level.max_block = topo::p2p_max_block(level.points);
   if (rank == 0) {
-    std::printf("# %s: us per call, library / veneer (library/veneer ratio; r: a loss at first, the middle of three"
-                " measurements)\n# %8s", name, "block");
+    std::printf(
+        "# %s: us per call, library / veneer (library/veneer ratio; r: a loss at first, the middle of three"
+        " measurements)\n# %8s",
+        name, "block");
     for (int64_t bytes : sizes) std::printf(" %29lld", static_cast<long long>(bytes));
     std::printf("\n");
     for (int64_t block : kBlockClasses) {
@@ -535,8 +537,7 @@ void measure_p2p(const topo::Hierarchy& h, const Options& o, topo::Profile& prof
     if (auto t = p2p.takeover_max_block())
       std::printf("# send/receive and Alltoallv/w take-over: mean block <= %lld B (from the %s level)\n",
                   static_cast<long long>(*t), p2p.inter ? "inter-node" : "intra-node");
-    else
-      std::printf("# one rank: no point-to-point to measure (the built-in take-over threshold stays)\n");
+    else std::printf("# one rank: no point-to-point to measure (the built-in take-over threshold stays)\n");
   }
   profile.p2p = std::move(p2p);
 }
@@ -554,8 +555,9 @@ void measure_collective(Collective c, const topo::Hierarchy& h, const Options& o
     std::vector<std::string> wrong;
     const std::vector<std::string> methods = bench::checked_methods(w, h, &wrong);
     for (const std::string& m : wrong) {
-      if (h.rank == 0) std::printf("%-20s %9lld  %s WRONG RESULT: not timed\n", cname.c_str(),
-                                   static_cast<long long>(w.bytes), m.c_str());
+      if (h.rank == 0)
+        std::printf("%-20s %9lld  %s WRONG RESULT: not timed\n", cname.c_str(), static_cast<long long>(w.bytes),
+                    m.c_str());
       ++*failures;
     }
     const int iterations = bench::batch_iterations(w, h, o.batch_seconds, 2000);
@@ -626,8 +628,8 @@ int main(int argc, char** argv) {
   if (rank == 0)
     std::printf("# veneer-calibrate: %s\n# machine: %s\n# fingerprint: %s (%s; %s; %s)\n# profile: %s\n",
                 h->describe().c_str(), profile.machine.c_str(), profile.fingerprint.digest().c_str(),
-                profile.fingerprint.cpu.c_str(), profile.fingerprint.mpi.c_str(),
-                profile.fingerprint.transport.c_str(), path.c_str());
+                profile.fingerprint.cpu.c_str(), profile.fingerprint.mpi.c_str(), profile.fingerprint.transport.c_str(),
+                path.c_str());
   measure_levels(*h, o, profile);
   measure_p2p(*h, o, profile);
   int failures = 0;

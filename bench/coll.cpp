@@ -149,10 +149,12 @@ int main(int argc, char** argv) {
     std::printf("# veneer-bench-coll: %s\n# machine: %s\n# model: %s\n", h->describe().c_str(),
                 veneer::topology::machine().summary().c_str(), profile.describe().c_str());
     if (!o.explain)
-      std::printf("# medians of %d batches of ~%.0f ms; x lib = library time / this time (> 1: faster than the library)\n",
-                  o.repetitions, o.batch_seconds * 1e3);
+      std::printf(
+          "# medians of %d batches of ~%.0f ms; x lib = library time / this time (> 1: faster than the library)\n",
+          o.repetitions, o.batch_seconds * 1e3);
     if (!o.csv_path.empty() && (csv = std::fopen(o.csv_path.c_str(), "w")))
-      std::fprintf(csv, "collective,ranks,nodes,bytes,method,latency_us,algbw_GBps,busbw_GBps,speedup_vs_library,auto\n");
+      std::fprintf(csv,
+                   "collective,ranks,nodes,bytes,method,latency_us,algbw_GBps,busbw_GBps,speedup_vs_library,auto\n");
   }
   if (o.explain) {
     for (Collective c : o.collectives)
@@ -175,7 +177,8 @@ int main(int argc, char** argv) {
       std::vector<std::string> wrong;
       const std::vector<std::string> runnable = veneer::bench::checked_methods(w, *h, &wrong);
       for (const std::string& m : wrong) {
-        if (rank == 0) std::printf("%10lld  %-22s WRONG RESULT: not timed\n", static_cast<long long>(w.bytes), m.c_str());
+        if (rank == 0)
+          std::printf("%10lld  %-22s WRONG RESULT: not timed\n", static_cast<long long>(w.bytes), m.c_str());
         ++failures;
       }
       const int iterations = veneer::bench::batch_iterations(w, *h, o.batch_seconds);

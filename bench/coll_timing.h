@@ -167,7 +167,7 @@ inline std::vector<std::vector<double>> time_methods(const std::vector<std::stri
   for (int r = 0; r < repetitions; ++r) {
     for (size_t k = 0; k < methods.size(); ++k) {
       const size_t m = (k + static_cast<size_t>(r)) % methods.size();  // rotate who goes first
-      run_once(methods[m], w, h);                                       // warm
+      run_once(methods[m], w, h);                                      // warm
       MPI_Barrier(MPI_COMM_WORLD);
       const double start = now();
       for (int i = 0; i < iterations; ++i) run_once(methods[m], w, h);

@@ -112,10 +112,8 @@ DeviceBuffer::DeviceBuffer(kernels::DeviceRuntime& rt, Kind kind, size_t bytes) 
 
 DeviceBuffer::~DeviceBuffer() {
   if (!data_) return;
-  if (kind_ == Kind::device)
-    rt_->free_device(data_);
-  else
-    rt_->free_host(data_);
+  if (kind_ == Kind::device) rt_->free_device(data_);
+  else rt_->free_host(data_);
 }
 
 bool upload(kernels::DeviceRuntime& rt, void* device, const void* host, size_t bytes) {

@@ -74,12 +74,13 @@ void print_p2p_level(const char* name, const veneer::topology::P2pLevel& level) 
 // The take-over thresholds in force, and the profile's measurements behind them.
 void print_p2p(const veneer::algorithms::ProfileInfo& info) {
   const veneer::Config& c = veneer::config();
-  std::printf("p2p take-over (non-contiguous host data): sends and receives with a mean block <= %lld B (%s), "
-              "Alltoallv/w <= %lld B (%s)\n",
-              static_cast<long long>(c.p2p_max_block),
-              std::string(veneer::origin_name(c.p2p_max_block_origin, "VENEER_P2P_MAX_BLOCK")).c_str(),
-              static_cast<long long>(c.alltoall_max_block),
-              std::string(veneer::origin_name(c.alltoall_max_block_origin, "VENEER_ALLTOALL_MAX_BLOCK")).c_str());
+  std::printf(
+      "p2p take-over (non-contiguous host data): sends and receives with a mean block <= %lld B (%s), "
+      "Alltoallv/w <= %lld B (%s)\n",
+      static_cast<long long>(c.p2p_max_block),
+      std::string(veneer::origin_name(c.p2p_max_block_origin, "VENEER_P2P_MAX_BLOCK")).c_str(),
+      static_cast<long long>(c.alltoall_max_block),
+      std::string(veneer::origin_name(c.alltoall_max_block_origin, "VENEER_ALLTOALL_MAX_BLOCK")).c_str());
   const std::string pack_limit = c.pack_max_block == std::numeric_limits<int64_t>::max()
                                      ? std::string("any mean block")
                                      : "a mean block <= " + std::to_string(c.pack_max_block) + " B";

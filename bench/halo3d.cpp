@@ -525,7 +525,8 @@ class HaloExchange {
     const auto rows = static_cast<size_t>(b.size[1]);
     char* grid = reinterpret_cast<char*>(field_.data());
     for (int64_t z = 0; z < b.size[0]; ++z) {
-      char* plane = grid + field_.offset({b.start[0] + z, b.start[1], b.start[2]}) * static_cast<int64_t>(sizeof(double));
+      char* plane =
+          grid + field_.offset({b.start[0] + z, b.start[1], b.start[2]}) * static_cast<int64_t>(sizeof(double));
       char* slab = packed + static_cast<size_t>(z) * row * rows;
       const bool ok = to_packed ? rt_->copy_2d(slab, row, plane, pitch, row, rows, stream)
                                 : rt_->copy_2d(plane, pitch, slab, row, row, rows, stream);
@@ -681,8 +682,9 @@ int run(Options o, const veneer::bench::DeviceChoice& device) {
       return 2;
     }
     if (!carried && rank == 0)
-      std::printf("halo3d: the library is not CUDA-aware: it cannot read device memory, so only the application's "
-                  "own workaround runs (handpacked: 2-D device copies to pinned host memory, contiguous sends)\n");
+      std::printf(
+          "halo3d: the library is not CUDA-aware: it cannot read device memory, so only the application's "
+          "own workaround runs (handpacked: 2-D device copies to pinned host memory, contiguous sends)\n");
   }
 
   Offset3 grid{};
@@ -799,8 +801,8 @@ int run(Options o, const veneer::bench::DeviceChoice& device) {
                    ",\"bytes_per_exchange_per_rank\":%" PRId64 ",\"verified\":%" PRId64 ",\"results\":[",
                    json_escape(library_version()).c_str(), json_escape(preload()).c_str(),
                    veneer_preloaded() ? "true" : "false", o.device ? "device" : "host", cuda_aware ? "true" : "false",
-                   size, grid[2], grid[1], grid[0], o.cells[2], o.cells[1],
-                   o.cells[0], o.radius, o.quantities, o.iterations, o.warmup, halo.bytes_sent(), verified);
+                   size, grid[2], grid[1], grid[0], o.cells[2], o.cells[1], o.cells[0], o.radius, o.quantities,
+                   o.iterations, o.warmup, halo.bytes_sent(), verified);
       for (size_t m = 0; m < results.size(); ++m) {
         double bytes = static_cast<double>(halo.bytes_sent());
         std::fprintf(f,
@@ -818,12 +820,13 @@ int run(Options o, const veneer::bench::DeviceChoice& device) {
   }
   if (o.device) {
     // Every method against the application's own workaround, side by side in this run.
-    const auto hand = std::find_if(results.begin(), results.end(),
-                                   [](const MethodResult& r) { return r.method == "handpacked"; });
+    const auto hand =
+        std::find_if(results.begin(), results.end(), [](const MethodResult& r) { return r.method == "handpacked"; });
     if (rank == 0 && hand != results.end() && results.size() > 1) {
       std::printf("halo3d: speed-up over handpacked (its time / the method's):");
       for (const MethodResult& r : results)
-        if (r.method != "handpacked") std::printf(" %s %.2fx", r.method.c_str(), hand->seconds_per_exchange / r.seconds_per_exchange);
+        if (r.method != "handpacked")
+          std::printf(" %s %.2fx", r.method.c_str(), hand->seconds_per_exchange / r.seconds_per_exchange);
       std::printf("\n");
     }
     // The emulator counts device steps that would have faulted on a GPU.

@@ -218,8 +218,8 @@ std::vector<double> medians_over_ranks(std::vector<std::vector<double>> samples)
   std::vector<double> medians;
   size_t at = 0;
   for (const auto& s : samples) {
-    medians.push_back(bench::median_of(std::vector<double>(flat.begin() + static_cast<long>(at),
-                                                           flat.begin() + static_cast<long>(at + s.size()))));
+    medians.push_back(bench::median_of(
+        std::vector<double>(flat.begin() + static_cast<long>(at), flat.begin() + static_cast<long>(at + s.size()))));
     at += s.size();
   }
   return medians;
@@ -234,7 +234,8 @@ int call_collective(const alg::Call& c, MPI_Comm comm, bool veneer) {
       return veneer ? MPI_Allreduce(sbuf, c.rbuf, c.count, c.type, c.op, comm)
                     : PMPI_Allreduce(sbuf, c.rbuf, c.count, c.type, c.op, comm);
     case Collective::bcast:
-      return veneer ? MPI_Bcast(c.rbuf, c.count, c.type, c.root, comm) : PMPI_Bcast(c.rbuf, c.count, c.type, c.root, comm);
+      return veneer ? MPI_Bcast(c.rbuf, c.count, c.type, c.root, comm)
+                    : PMPI_Bcast(c.rbuf, c.count, c.type, c.root, comm);
     case Collective::reduce:
       return veneer ? MPI_Reduce(sbuf, c.rbuf, c.count, c.type, c.op, c.root, comm)
                     : PMPI_Reduce(sbuf, c.rbuf, c.count, c.type, c.op, c.root, comm);
@@ -255,22 +256,22 @@ int call_collective(const alg::Call& c, MPI_Comm comm, bool veneer) {
 // ---- Results ---------------------------------------------------------------------
 
 struct Row {
-  std::string kind;        // "collective" or "p2p"
-  std::string what;        // collective name or layout
-  std::string comm;        // "world", "half" or "0<->1"
+  std::string kind;  // "collective" or "p2p"
+  std::string what;  // collective name or layout
+  std::string comm;  // "world", "half" or "0<->1"
   int ranks = 0;
   int64_t bytes = 0;
-  std::string auto_name;   // what the automatic choice ran, as printed
-  std::string auto_choice; // the same, as a choice name
+  std::string auto_name;    // what the automatic choice ran, as printed
+  std::string auto_choice;  // the same, as a choice name
   double auto_seconds = 0;
-  std::string best_name;   // the fastest forced choice
+  std::string best_name;  // the fastest forced choice
   double best_seconds = 0;
-  double predicted = 0;    // the model's time for the automatic choice; 0: none
-  std::string source;      // of predicted
+  double predicted = 0;              // the model's time for the automatic choice; 0: none
+  std::string source;                // of predicted
   std::vector<std::string> choices;  // forced ones, in order
   std::vector<double> seconds;
-  int calls = 0;           // per timed batch
-  double same_seconds = 0; // the automatic choice's own algorithm, forced (0: not among them)
+  int calls = 0;            // per timed batch
+  double same_seconds = 0;  // the automatic choice's own algorithm, forced (0: not among them)
   double ratio() const { return auto_seconds / best_seconds; }
 };
 
@@ -342,7 +343,6 @@ std::string counted_algorithm(Collective c) {
   return name;
 }
 
-
 bool g_failed = false;
 std::string g_failures;
 
@@ -372,8 +372,7 @@ std::optional<Row> check_collective(Collective c, int64_t target, MPI_Comm comm,
   std::vector<std::string> choices{"auto", "library"};
   for (const alg::Algorithm* a : alg::algorithms_for(c))
     if (alg::eligible(*a, *shape)) choices.emplace_back(a->name);
-  const std::string label =
-      std::string(alg::collective_name(c)) + " " + std::to_string(w.bytes) + " B on " + comm_name;
+  const std::string label = std::string(alg::collective_name(c)) + " " + std::to_string(w.bytes) + " B on " + comm_name;
 
   // The library's result, then every choice once through Veneer against it,
   // counting which algorithm actually ran.
@@ -462,10 +461,10 @@ struct P2PCase {
 // DDTBench layouts (bench/layouts.h) at halo-message sizes. Struct layouts are
 // built relative to their first array (MPICH rejects MPI_BOTTOM in some calls).
 std::vector<P2PCase> p2p_cases(bool quick) {
-  const int64_t mg = quick ? 18 : 66;        // x face: (n-2)^2 single doubles (2 KiB / 32 KiB)
-  const int64_t face = quick ? 128 : 1024;   // 2-D x face: n single doubles
-  const int64_t lattice = quick ? 8 : 16;    // MILC: runs of L^2/2 sites of 24 bytes
-  const int64_t atoms = quick ? 1000 : 8000; // LAMMPS: a quarter of them, 8 doubles each
+  const int64_t mg = quick ? 18 : 66;         // x face: (n-2)^2 single doubles (2 KiB / 32 KiB)
+  const int64_t face = quick ? 128 : 1024;    // 2-D x face: n single doubles
+  const int64_t lattice = quick ? 8 : 16;     // MILC: runs of L^2/2 sites of 24 bytes
+  const int64_t atoms = quick ? 1000 : 8000;  // LAMMPS: a quarter of them, 8 doubles each
   return {
       {"nas-mg-x", [mg] { return bench::nas_mg('x', mg, mg, mg); }},
       {bench::grid_face_name(2, face, 1), [face] { return bench::grid_face(2, face, 1); }},
@@ -646,11 +645,11 @@ void summarize(const std::vector<Row>& rows, double elapsed) {
     by_source += part;
   }
   if (all_n)
-    std::printf("  prediction error of the automatic choice (geometric mean of max(pred/meas, meas/pred)): %.2fx over "
-                "%zu shapes; by source: %s\n",
-                std::exp(all_log / static_cast<double>(all_n)), all_n, by_source.c_str());
-  else
-    std::printf("  prediction error: no predictions\n");
+    std::printf(
+        "  prediction error of the automatic choice (geometric mean of max(pred/meas, meas/pred)): %.2fx over "
+        "%zu shapes; by source: %s\n",
+        std::exp(all_log / static_cast<double>(all_n)), all_n, by_source.c_str());
+  else std::printf("  prediction error: no predictions\n");
   // Noise against the model: the automatic choice's algorithm was also timed
   // forced, in batches of its own. How far those two measurements of one
   // thing differ is the noise; a shape off by more than 1.10x whose forced
@@ -676,9 +675,10 @@ void summarize(const std::vector<Row>& rows, double elapsed) {
       sum += t;
       most = std::max(most, t);
     }
-    std::printf("  noise: the automatic choice timed again as a forced choice differs by %.2fx (geometric mean), "
-                "%.2fx at most, over %zu shapes\n",
-                std::exp(sum / static_cast<double>(twins.size())), std::exp(most), twins.size());
+    std::printf(
+        "  noise: the automatic choice timed again as a forced choice differs by %.2fx (geometric mean), "
+        "%.2fx at most, over %zu shapes\n",
+        std::exp(sum / static_cast<double>(twins.size())), std::exp(most), twins.size());
   }
   std::printf("  beyond 1.10x: %zu shapes; %zu of them also with the automatic choice forced (slower picks)%s%s\n",
               misses, wrong, picks.empty() ? "" : ": ", picks.c_str());

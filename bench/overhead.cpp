@@ -64,9 +64,9 @@ double now() { return std::chrono::duration<double>(std::chrono::steady_clock::n
 // One case: the same operation through Veneer (veneer = true) or the library.
 struct Case {
   std::string name;
-  bool pairwise = false;                  // needs rank 1 as partner
-  std::function<void(bool veneer)> run;   // one call (rank 0's side)
-  std::function<void()> partner;          // rank 1's side of one call (library calls only)
+  bool pairwise = false;                 // needs rank 1 as partner
+  std::function<void(bool veneer)> run;  // one call (rank 0's side)
+  std::function<void()> partner;         // rank 1's side of one call (library calls only)
 };
 
 int g_rank = 0, g_size = 1;
@@ -142,40 +142,52 @@ int main(int argc, char** argv) {
   const int peer = g_rank == 0 ? 1 : 0;
 
   std::vector<Case> cases;
-  cases.push_back({"send to MPI_PROC_NULL", false, [&](bool v) {
-                     (v ? MPI_Send : PMPI_Send)(small, 8, MPI_BYTE, MPI_PROC_NULL, 0, MPI_COMM_WORLD);
-                   }, [] {}});
-  cases.push_back({"isend+wait MPI_PROC_NULL", false, [&](bool v) {
+  cases.push_back({"send to MPI_PROC_NULL", false,
+                   [&](bool v) { (v ? MPI_Send : PMPI_Send)(small, 8, MPI_BYTE, MPI_PROC_NULL, 0, MPI_COMM_WORLD); },
+                   [] {}});
+  cases.push_back({"isend+wait MPI_PROC_NULL", false,
+                   [&](bool v) {
                      MPI_Request r;
                      (v ? MPI_Isend : PMPI_Isend)(small, 8, MPI_BYTE, MPI_PROC_NULL, 0, MPI_COMM_WORLD, &r);
                      (v ? MPI_Wait : PMPI_Wait)(&r, MPI_STATUS_IGNORE);
-                   }, [] {}});
-  cases.push_back({"pack 16 doubles", false, [&](bool v) {
+                   },
+                   [] {}});
+  cases.push_back({"pack 16 doubles", false,
+                   [&](bool v) {
                      int pos = 0;
                      (v ? MPI_Pack : PMPI_Pack)(grid.data(), 16, MPI_DOUBLE, packed.data(),
                                                 static_cast<int>(packed.size()), &pos, MPI_COMM_WORLD);
-                   }, [] {}});
-  cases.push_back({"pack 80 B edge (one run)", false, [&](bool v) {
+                   },
+                   [] {}});
+  cases.push_back({"pack 80 B edge (one run)", false,
+                   [&](bool v) {
                      int pos = 0;
-                     (v ? MPI_Pack : PMPI_Pack)(grid.data(), 1, edge_80, packed.data(),
-                                                static_cast<int>(packed.size()), &pos, MPI_COMM_WORLD);
-                   }, [] {}});
-  cases.push_back({"pack 2 KiB face (one run)", false, [&](bool v) {
+                     (v ? MPI_Pack : PMPI_Pack)(grid.data(), 1, edge_80, packed.data(), static_cast<int>(packed.size()),
+                                                &pos, MPI_COMM_WORLD);
+                   },
+                   [] {}});
+  cases.push_back({"pack 2 KiB face (one run)", false,
+                   [&](bool v) {
                      int pos = 0;
-                     (v ? MPI_Pack : PMPI_Pack)(grid.data(), 1, face_2k, packed.data(),
-                                                static_cast<int>(packed.size()), &pos, MPI_COMM_WORLD);
-                   }, [] {}});
-  cases.push_back({"unpack 2 KiB face (one run)", false, [&](bool v) {
+                     (v ? MPI_Pack : PMPI_Pack)(grid.data(), 1, face_2k, packed.data(), static_cast<int>(packed.size()),
+                                                &pos, MPI_COMM_WORLD);
+                   },
+                   [] {}});
+  cases.push_back({"unpack 2 KiB face (one run)", false,
+                   [&](bool v) {
                      int pos = 0;
-                     (v ? MPI_Unpack : PMPI_Unpack)(packed.data(), static_cast<int>(packed.size()), &pos,
-                                                    grid.data(), 1, face_2k, MPI_COMM_WORLD);
-                   }, [] {}});
+                     (v ? MPI_Unpack : PMPI_Unpack)(packed.data(), static_cast<int>(packed.size()), &pos, grid.data(),
+                                                    1, face_2k, MPI_COMM_WORLD);
+                   },
+                   [] {}});
   std::vector<char> big(1 << 20, 1), big_packed(1 << 20);
-  cases.push_back({"pack 1 MiB bytes", false, [&](bool v) {
+  cases.push_back({"pack 1 MiB bytes", false,
+                   [&](bool v) {
                      int pos = 0;
                      (v ? MPI_Pack : PMPI_Pack)(big.data(), 1 << 20, MPI_BYTE, big_packed.data(), 1 << 20, &pos,
                                                 MPI_COMM_WORLD);
-                   }, [] {}});
+                   },
+                   [] {}});
   if (pairs) {
     // Rank 0 sends (through Veneer or not) and receives the reply from the
     // library; rank 1 answers with the library: the difference is one call.
@@ -185,32 +197,39 @@ int main(int argc, char** argv) {
         PMPI_Send(small, 8, MPI_BYTE, 0, 1, MPI_COMM_WORLD);
       }
     };
-    cases.push_back({"send 8 B (ping-pong)", true, [&](bool v) {
+    cases.push_back({"send 8 B (ping-pong)", true,
+                     [&](bool v) {
                        (v ? MPI_Send : PMPI_Send)(small, 8, MPI_BYTE, peer, 1, MPI_COMM_WORLD);
                        PMPI_Recv(small, 8, MPI_BYTE, peer, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-                     }, echo});
-    cases.push_back({"isend+wait 8 B (ping-pong)", true, [&](bool v) {
+                     },
+                     echo});
+    cases.push_back({"isend+wait 8 B (ping-pong)", true,
+                     [&](bool v) {
                        MPI_Request r;
                        (v ? MPI_Isend : PMPI_Isend)(small, 8, MPI_BYTE, peer, 1, MPI_COMM_WORLD, &r);
                        (v ? MPI_Wait : PMPI_Wait)(&r, MPI_STATUS_IGNORE);
                        PMPI_Recv(small, 8, MPI_BYTE, peer, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-                     }, echo});
-    cases.push_back({"recv 8 B (ping-pong)", true, [&](bool v) {
+                     },
+                     echo});
+    cases.push_back({"recv 8 B (ping-pong)", true,
+                     [&](bool v) {
                        PMPI_Send(small, 8, MPI_BYTE, peer, 1, MPI_COMM_WORLD);
                        (v ? MPI_Recv : PMPI_Recv)(small, 8, MPI_BYTE, peer, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-                     }, echo});
+                     },
+                     echo});
   }
   // Collective: every rank calls the same variant; the ranks beyond the pair join too.
   std::vector<Case> collective;
-  collective.push_back({"allreduce 4 B", false, [&](bool v) {
-                          (v ? MPI_Allreduce : PMPI_Allreduce)(&one, &sum, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
-                        }, [] {}});
+  collective.push_back(
+      {"allreduce 4 B", false,
+       [&](bool v) { (v ? MPI_Allreduce : PMPI_Allreduce)(&one, &sum, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD); }, [] {}});
 
   if (g_rank == 0)
-    std::printf("# veneer-bench-overhead: %d rank%s; medians of %d interleaved batches of ~%.1f ms\n"
-                "%-30s %12s %12s %12s %10s\n",
-                g_size, g_size == 1 ? "" : "s", o.repetitions, o.batch_seconds * 1e3, "call", "library ns",
-                "veneer ns", "overhead ns", "lib/ven");
+    std::printf(
+        "# veneer-bench-overhead: %d rank%s; medians of %d interleaved batches of ~%.1f ms\n"
+        "%-30s %12s %12s %12s %10s\n",
+        g_size, g_size == 1 ? "" : "s", o.repetitions, o.batch_seconds * 1e3, "call", "library ns", "veneer ns",
+        "overhead ns", "lib/ven");
   FILE* json = nullptr;
   if (g_rank == 0 && !o.json_path.empty()) json = std::fopen(o.json_path.c_str(), "a");
   auto report = [&](const std::string& name, const Result& r) {

@@ -237,8 +237,8 @@ class Point {
   DeviceRuntime& rt_;
   Shape shape_;
   MPI_Datatype type_;
-  DeviceBuffer object_;   // device memory
-  DeviceBuffer packed_;   // pinned host memory, for the hand-packed way
+  DeviceBuffer object_;  // device memory
+  DeviceBuffer packed_;  // pinned host memory, for the hand-packed way
   std::vector<unsigned char> host_;
 };
 
@@ -327,7 +327,8 @@ int run(const Options& o, const veneer::bench::DeviceChoice& device) {
     return 2;
   }
   if (device.emulated && veneer_preloaded() && !device.installed_into_veneer) {
-    if (rank == 0) std::fprintf(stderr, "pingpong-device: Veneer is preloaded but the emulator could not be handed to it\n");
+    if (rank == 0)
+      std::fprintf(stderr, "pingpong-device: Veneer is preloaded but the emulator could not be handed to it\n");
     return 2;
   }
   const bool cuda_aware = o.cuda_aware >= 0 ? o.cuda_aware == 1 : veneer::bench::library_says_cuda_aware();
@@ -339,8 +340,9 @@ int run(const Options& o, const veneer::bench::DeviceChoice& device) {
     std::printf("pingpong-device: device %s; Veneer preloaded: %s (device method %s); the library %s CUDA-aware\n",
                 device.name.c_str(), veneer_preloaded() ? "yes" : "no", method.c_str(), cuda_aware ? "is" : "is not");
     if (!mpi_can)
-      std::printf("pingpong-device: the library cannot read device memory and Veneer is not preloaded: only the "
-                  "hand-packed workaround runs\n");
+      std::printf(
+          "pingpong-device: the library cannot read device memory and Veneer is not preloaded: only the "
+          "hand-packed workaround runs\n");
     std::printf("%-5s %8s %10s %14s %14s %10s\n", "shape", "block", "bytes", "mpi us", "handpacked us", "speed-up");
     if (!o.csv_path.empty()) {
       csv = std::fopen(o.csv_path.c_str(), "w");
@@ -358,7 +360,8 @@ int run(const Options& o, const veneer::bench::DeviceChoice& device) {
         int ready = p.ok() ? 1 : 0, all_ready = 0;
         MPI_Allreduce(&ready, &all_ready, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
         if (!all_ready) {
-          if (rank == 0) std::fprintf(stderr, "pingpong-device: cannot allocate %" PRId64 " bytes\n", shape.footprint());
+          if (rank == 0)
+            std::fprintf(stderr, "pingpong-device: cannot allocate %" PRId64 " bytes\n", shape.footprint());
           status = 2;
           break;
         }
@@ -390,7 +393,8 @@ int run(const Options& o, const veneer::bench::DeviceChoice& device) {
           std::fflush(stdout);
           if (csv)
             std::fprintf(csv, "%s,%" PRId64 ",%" PRId64 ",%s,%.9g,%.9g,%.6g\n", shape_name.c_str(), block, bytes,
-                         method.c_str(), mpi_can ? seconds[0] : 0.0, seconds[1], mpi_can ? seconds[1] / seconds[0] : 0.0);
+                         method.c_str(), mpi_can ? seconds[0] : 0.0, seconds[1],
+                         mpi_can ? seconds[1] / seconds[0] : 0.0);
         }
       }
     }
@@ -402,7 +406,8 @@ int run(const Options& o, const veneer::bench::DeviceChoice& device) {
     std::printf("pingpong-device: device (rank 0): %s\n", veneer::bench::device_counters().c_str());
   if (any_failed && status == 0) status = 1;
   if (rank == 0)
-    std::printf(status == 0 ? "pingpong-device: verified %" PRId64 " points, %s\n" : "pingpong-device: FAILED after %" PRId64 " points, %s\n",
+    std::printf(status == 0 ? "pingpong-device: verified %" PRId64 " points, %s\n"
+                            : "pingpong-device: FAILED after %" PRId64 " points, %s\n",
                 points, mpi_can ? "both ways" : "hand-packed only");
   return status;
 }

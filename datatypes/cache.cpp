@@ -41,8 +41,8 @@ Cache& cache() {
 }
 
 using detail::Front;
-using detail::FrontTable;
 using detail::front_hit;
+using detail::FrontTable;
 using detail::set_of;
 using detail::t_front;
 
@@ -215,8 +215,12 @@ const Layout* detail::peek_slow(MPI_Datatype type) {
 CacheStats cache_stats() {
   Cache& c = cache();
   std::shared_lock lock(c.mutex);
-  return {static_cast<int64_t>(c.entries.size()), c.hits.load(), c.misses.load(), c.decoded.load(),
-          c.unsupported.load(), c.evicted.load()};
+  return {static_cast<int64_t>(c.entries.size()),
+          c.hits.load(),
+          c.misses.load(),
+          c.decoded.load(),
+          c.unsupported.load(),
+          c.evicted.load()};
 }
 
 }  // namespace veneer::datatypes

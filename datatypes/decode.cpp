@@ -123,8 +123,7 @@ bool from_large(const std::vector<int>& in, const std::vector<MPI_Count>& large,
       if (nc != 2 || !in.empty()) return false;
       c.addrs = counts(0, 2);
       return true;
-    default:
-      return false;
+    default: return false;
   }
 }
 #endif

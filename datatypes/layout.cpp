@@ -40,8 +40,7 @@ void simplify_leaf(Node& n) {
   } else if (n.offsets.size() > 1) {
     const int64_t step = n.offsets[1] - n.offsets[0];
     bool regular = true;
-    for (size_t i = 2; i < n.offsets.size() && regular; ++i)
-      regular = n.offsets[i] - n.offsets[i - 1] == step;
+    for (size_t i = 2; i < n.offsets.size() && regular; ++i) regular = n.offsets[i] - n.offsets[i - 1] == step;
     if (regular) {
       n.offset += n.offsets[0];
       n.dims.push_back({static_cast<int64_t>(n.offsets.size()), step});
@@ -129,8 +128,7 @@ void simplify_sequence(Node& n) {
     const int64_t step = n.children[1].offset - n.children[0].offset;
     bool regular = true;
     for (size_t i = 1; i < n.children.size() && regular; ++i)
-      regular = same_shape(n.children[i], n.children[0]) &&
-                n.children[i].offset - n.children[i - 1].offset == step;
+      regular = same_shape(n.children[i], n.children[0]) && n.children[i].offset - n.children[i - 1].offset == step;
     if (regular) {
       Node c = std::move(n.children[0]);
       c.dims.insert(c.dims.begin(), Dim{static_cast<int64_t>(n.children.size()), step});
@@ -183,8 +181,8 @@ void simplify(Node& node) {
 
 void finish(Layout& l) {
   l.block_count = l.root.bytes() ? l.root.blocks() : 0;
-  l.contiguous = l.size == 0 || (plain_leaf(l.root) && l.root.block == l.size && l.extent == l.size &&
-                                 l.root.offset == l.true_lb);
+  l.contiguous =
+      l.size == 0 || (plain_leaf(l.root) && l.root.block == l.size && l.extent == l.size && l.root.offset == l.true_lb);
 }
 
 namespace {

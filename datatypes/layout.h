@@ -42,10 +42,10 @@ struct Node {
 
 struct Layout {
   Node root;
-  int64_t size = 0;         // MPI_Type_size
-  int64_t lb = 0;           // MPI_Type_get_extent
+  int64_t size = 0;  // MPI_Type_size
+  int64_t lb = 0;    // MPI_Type_get_extent
   int64_t extent = 0;
-  int64_t true_lb = 0;      // MPI_Type_get_true_extent
+  int64_t true_lb = 0;  // MPI_Type_get_true_extent
   int64_t true_extent = 0;
   // One instance is a single block at true_lb and instances abut (size == extent):
   // `count` instances are one contiguous run of count*size bytes.

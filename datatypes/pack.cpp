@@ -61,7 +61,8 @@ inline __m128i deinterleave_pairs(const char* p) {
     // Sign-extend each low half to 32 bits, then pack back without saturating.
     return _mm_packs_epi32(_mm_srai_epi32(_mm_slli_epi32(a, 16), 16), _mm_srai_epi32(_mm_slli_epi32(b, 16), 16));
   } else if constexpr (B == 4) {
-    return _mm_unpacklo_epi64(_mm_shuffle_epi32(a, _MM_SHUFFLE(2, 0, 2, 0)), _mm_shuffle_epi32(b, _MM_SHUFFLE(2, 0, 2, 0)));
+    return _mm_unpacklo_epi64(_mm_shuffle_epi32(a, _MM_SHUFFLE(2, 0, 2, 0)),
+                              _mm_shuffle_epi32(b, _MM_SHUFFLE(2, 0, 2, 0)));
   } else {
     static_assert(B == 8);
     return _mm_unpacklo_epi64(a, b);

@@ -13,10 +13,8 @@
 
 namespace veneer::datatypes {
 
-int64_t pack(const Layout& layout, int64_t count, const void* buf, int64_t skip, int64_t max_bytes,
-             void* out);
-int64_t unpack(const Layout& layout, int64_t count, void* buf, int64_t skip, int64_t max_bytes,
-               const void* in);
+int64_t pack(const Layout& layout, int64_t count, const void* buf, int64_t skip, int64_t max_bytes, void* out);
+int64_t unpack(const Layout& layout, int64_t count, void* buf, int64_t skip, int64_t max_bytes, const void* in);
 
 // Whole-stream conveniences.
 inline int64_t pack_all(const Layout& l, int64_t count, const void* buf, void* out) {

@@ -265,10 +265,10 @@ bool device_alltoallw(WFn<Disp> fn, bool neighborhood, const void* sendbuf, cons
         return false;
     }
   }
-  *rc = fn(sdev ? s.staging.get() : sendbuf, sdev ? s.counts.data() : sendcounts, sdev ? s.displs.data() : sdispls,
-           sdev ? s.bytes_types.data() : sendtypes, rdev ? r.staging.get() : recvbuf,
-           rdev ? r.counts.data() : recvcounts, rdev ? r.displs.data() : rdispls,
-           rdev ? r.bytes_types.data() : recvtypes, comm);
+  *rc =
+      fn(sdev ? s.staging.get() : sendbuf, sdev ? s.counts.data() : sendcounts, sdev ? s.displs.data() : sdispls,
+         sdev ? s.bytes_types.data() : sendtypes, rdev ? r.staging.get() : recvbuf, rdev ? r.counts.data() : recvcounts,
+         rdev ? r.displs.data() : rdispls, rdev ? r.bytes_types.data() : recvtypes, comm);
   if (*rc == MPI_SUCCESS && rdev) {
     const std::vector<char> absent = absent_neighbours(comm, neighborhood, nr);
     for (int i = 0; i < nr; ++i) {

@@ -140,13 +140,13 @@ bool intercomm(MPI_Comm comm) {
 
 }  // namespace
 
-[[gnu::noinline]] static int allreduce_slow(const void* sbuf, void* rbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm) {
+[[gnu::noinline]] static int allreduce_slow(const void* sbuf, void* rbuf, int count, MPI_Datatype type, MPI_Op op,
+                                            MPI_Comm comm) {
   if (needs_staging(sbuf, rbuf) && !intercomm(comm)) {
-    if (auto rc = staged(sbuf, count, type, rbuf, count, type, sbuf == MPI_IN_PLACE,
-                         [&](const void* s, void* r) {
-                           const alg::ScopedCombiner combine(staged_combiner());
-                           return MPI_Allreduce(s, r, count, type, op, comm);
-                         }))
+    if (auto rc = staged(sbuf, count, type, rbuf, count, type, sbuf == MPI_IN_PLACE, [&](const void* s, void* r) {
+          const alg::ScopedCombiner combine(staged_combiner());
+          return MPI_Allreduce(s, r, count, type, op, comm);
+        }))
       return *rc;
   }
   return route(
@@ -171,8 +171,8 @@ bool intercomm(MPI_Comm comm) {
       [&] { return next::Bcast(buf, count, type, root, comm); });
 }
 
-[[gnu::noinline]] static int reduce_slow(const void* sbuf, void* rbuf, int count, MPI_Datatype type, MPI_Op op, int root,
-                          MPI_Comm comm) {
+[[gnu::noinline]] static int reduce_slow(const void* sbuf, void* rbuf, int count, MPI_Datatype type, MPI_Op op,
+                                         int root, MPI_Comm comm) {
   if (staging_possible() && !intercomm(comm)) {
     const bool is_root = comm_rank(comm) == root;
     // The receive buffer matters at the root only (elsewhere it may be anything).
@@ -191,7 +191,7 @@ bool intercomm(MPI_Comm comm) {
 }
 
 [[gnu::noinline]] static int allgather_slow(const void* sbuf, int scount, MPI_Datatype stype, void* rbuf, int rcount,
-                             MPI_Datatype rtype, MPI_Comm comm) {
+                                            MPI_Datatype rtype, MPI_Comm comm) {
   if (needs_staging(sbuf, rbuf) && !intercomm(comm)) {
     if (auto rc =
             staged(sbuf, scount, stype, rbuf, int64_t{rcount} * comm_size(comm), rtype, sbuf == MPI_IN_PLACE,
@@ -225,17 +225,16 @@ extern "C" int MPI_Reduce_scatter(const void* sbuf, void* rbuf, const int rcount
       [&] { return next::Reduce_scatter(sbuf, rbuf, rcounts, type, op, comm); });
 }
 
-[[gnu::noinline]] static int reduce_scatter_block_slow(const void* sbuf, void* rbuf, int rcount, MPI_Datatype type, MPI_Op op,
-                                        MPI_Comm comm) {
+[[gnu::noinline]] static int reduce_scatter_block_slow(const void* sbuf, void* rbuf, int rcount, MPI_Datatype type,
+                                                       MPI_Op op, MPI_Comm comm) {
   if (needs_staging(sbuf, rbuf) && !intercomm(comm)) {
     const int64_t total = int64_t{rcount} * comm_size(comm);
     const bool in_place = sbuf == MPI_IN_PLACE;
     if (auto rc =
-            staged(sbuf, total, type, rbuf, in_place ? total : rcount, type, in_place,
-                   [&](const void* s, void* r) {
-                     const alg::ScopedCombiner combine(staged_combiner());
-                     return MPI_Reduce_scatter_block(s, r, rcount, type, op, comm);
-                   }))
+            staged(sbuf, total, type, rbuf, in_place ? total : rcount, type, in_place, [&](const void* s, void* r) {
+              const alg::ScopedCombiner combine(staged_combiner());
+              return MPI_Reduce_scatter_block(s, r, rcount, type, op, comm);
+            }))
       return *rc;
   }
   return route(
@@ -244,7 +243,7 @@ extern "C" int MPI_Reduce_scatter(const void* sbuf, void* rbuf, const int rcount
 }
 
 [[gnu::noinline]] static int alltoall_slow(const void* sbuf, int scount, MPI_Datatype stype, void* rbuf, int rcount,
-                            MPI_Datatype rtype, MPI_Comm comm) {
+                                           MPI_Datatype rtype, MPI_Comm comm) {
   if (needs_staging(sbuf, rbuf) && !intercomm(comm)) {
     const int p = comm_size(comm);
     if (auto rc =
@@ -297,8 +296,12 @@ extern "C" int MPI_Reduce(const void* sbuf, void* rbuf, int count, MPI_Datatype 
 
 extern "C" int MPI_Allgather(const void* sbuf, int scount, MPI_Datatype stype, void* rbuf, int rcount,
                              MPI_Datatype rtype, MPI_Comm comm) {
-  if (surely_library({.collective = alg::Collective::allgather, .sbuf = sbuf, .count = rcount, .type = rtype,
-                      .scount = scount, .stype = stype},
+  if (surely_library({.collective = alg::Collective::allgather,
+                      .sbuf = sbuf,
+                      .count = rcount,
+                      .type = rtype,
+                      .scount = scount,
+                      .stype = stype},
                      comm))
     return next::Allgather(sbuf, scount, stype, rbuf, rcount, rtype, comm);
   return allgather_slow(sbuf, scount, stype, rbuf, rcount, rtype, comm);
@@ -306,17 +309,21 @@ extern "C" int MPI_Allgather(const void* sbuf, int scount, MPI_Datatype stype, v
 
 extern "C" int MPI_Reduce_scatter_block(const void* sbuf, void* rbuf, int rcount, MPI_Datatype type, MPI_Op op,
                                         MPI_Comm comm) {
-  if (surely_library({.collective = alg::Collective::reduce_scatter_block, .sbuf = sbuf, .count = rcount,
-                      .type = type, .op = op},
-                     comm))
+  if (surely_library(
+          {.collective = alg::Collective::reduce_scatter_block, .sbuf = sbuf, .count = rcount, .type = type, .op = op},
+          comm))
     return next::Reduce_scatter_block(sbuf, rbuf, rcount, type, op, comm);
   return reduce_scatter_block_slow(sbuf, rbuf, rcount, type, op, comm);
 }
 
 extern "C" int MPI_Alltoall(const void* sbuf, int scount, MPI_Datatype stype, void* rbuf, int rcount,
                             MPI_Datatype rtype, MPI_Comm comm) {
-  if (surely_library({.collective = alg::Collective::alltoall, .sbuf = sbuf, .count = rcount, .type = rtype,
-                      .scount = scount, .stype = stype},
+  if (surely_library({.collective = alg::Collective::alltoall,
+                      .sbuf = sbuf,
+                      .count = rcount,
+                      .type = rtype,
+                      .scount = scount,
+                      .stype = stype},
                      comm))
     return next::Alltoall(sbuf, scount, stype, rbuf, rcount, rtype, comm);
   return alltoall_slow(sbuf, scount, stype, rbuf, rcount, rtype, comm);

@@ -60,13 +60,15 @@ int single(MPI_Request* request, MPI_Status* status, Call call, int* flag) {
 extern "C" int MPI_Wait(MPI_Request* request, MPI_Status* status) {
   if (!requests::any() || !request) return next::Wait(request, status);
   requests::progress_detached();
-  return single(request, status, [&](MPI_Status* st) { return next::Wait(request, st); }, nullptr);
+  return single(
+      request, status, [&](MPI_Status* st) { return next::Wait(request, st); }, nullptr);
 }
 
 extern "C" int MPI_Test(MPI_Request* request, int* flag, MPI_Status* status) {
   if (!requests::any() || !request || !flag) return next::Test(request, flag, status);
   requests::progress_detached();
-  return single(request, status, [&](MPI_Status* st) { return next::Test(request, flag, st); }, flag);
+  return single(
+      request, status, [&](MPI_Status* st) { return next::Test(request, flag, st); }, flag);
 }
 
 extern "C" int MPI_Waitall(int count, MPI_Request requests[], MPI_Status statuses[]) {
@@ -139,15 +141,13 @@ int some(Fn fn, int incount, MPI_Request requests[], int* outcount, int indices[
 }
 }  // namespace
 
-extern "C" int MPI_Waitsome(int incount, MPI_Request requests[], int* outcount, int indices[],
-                            MPI_Status statuses[]) {
+extern "C" int MPI_Waitsome(int incount, MPI_Request requests[], int* outcount, int indices[], MPI_Status statuses[]) {
   if (!requests::any() || incount <= 0 || !requests || !outcount || !indices)
     return next::Waitsome(incount, requests, outcount, indices, statuses);
   return some(next::Waitsome, incount, requests, outcount, indices, statuses);
 }
 
-extern "C" int MPI_Testsome(int incount, MPI_Request requests[], int* outcount, int indices[],
-                            MPI_Status statuses[]) {
+extern "C" int MPI_Testsome(int incount, MPI_Request requests[], int* outcount, int indices[], MPI_Status statuses[]) {
   if (!requests::any() || incount <= 0 || !requests || !outcount || !indices)
     return next::Testsome(incount, requests, outcount, indices, statuses);
   return some(next::Testsome, incount, requests, outcount, indices, statuses);
@@ -170,8 +170,7 @@ extern "C" int MPI_Cancel(MPI_Request* request) {
 }
 
 extern "C" int MPI_Request_get_status(MPI_Request request, int* flag, MPI_Status* status) {
-  if (!requests::any() || !flag || !requests::tracked(request))
-    return next::Request_get_status(request, flag, status);
+  if (!requests::any() || !flag || !requests::tracked(request)) return next::Request_get_status(request, flag, status);
   MPI_Status local;
   MPI_Status* st = status == MPI_STATUS_IGNORE ? &local : status;
   const int rc = next::Request_get_status(request, flag, st);

@@ -35,7 +35,7 @@ struct Carried {
   int device = -1;
   std::shared_ptr<const datatypes::Layout> layout;
   std::shared_ptr<const kernels::DevicePacker> packer;
-  int64_t bytes = 0;  // packed bytes of the whole buffer (count * size)
+  int64_t bytes = 0;      // packed bytes of the whole buffer (count * size)
   bool via_host = false;  // no packer: the span is copied through host memory
   explicit operator bool() const { return rt != nullptr; }
 };

@@ -78,9 +78,7 @@ inline Sentinels f77() {
   }
   return {MPIR_F_MPI_BOTTOM, MPIR_F_MPI_IN_PLACE, MPI_F_STATUS_IGNORE, MPI_F_STATUSES_IGNORE};
 }
-inline Sentinels f08() {
-  return {nullptr, nullptr, &MPIR_F08_MPI_STATUS_IGNORE_OBJ, MPIR_F08_MPI_STATUSES_IGNORE_OBJ};
-}
+inline Sentinels f08() { return {nullptr, nullptr, &MPIR_F08_MPI_STATUS_IGNORE_OBJ, MPIR_F08_MPI_STATUSES_IGNORE_OBJ}; }
 }  // namespace
 #else
 #error "Veneer's Fortran entry points know Open MPI's and MPICH's bindings"
@@ -323,8 +321,7 @@ void finalize(InitFn next, F* ierror) {
 // ---- The implementations, one per call (the mpif.h / `use mpi` arguments) ----
 extern "C" {
 
-void veneer_fortran_pack(void* inbuf, F* incount, F* datatype, void* outbuf, F* outsize, F* position, F* c,
-                         F* ierror) {
+void veneer_fortran_pack(void* inbuf, F* incount, F* datatype, void* outbuf, F* outsize, F* position, F* c, F* ierror) {
   const Sentinels s = f77();
   set_error(ierror, MPI_Pack(address(inbuf, s), *incount, type(datatype), outbuf, *outsize, position, comm(c)));
 }
@@ -335,21 +332,21 @@ void veneer_fortran_unpack(void* inbuf, F* insize, F* position, void* outbuf, F*
   set_error(ierror, MPI_Unpack(inbuf, *insize, position, address(outbuf, s), *outcount, type(datatype), comm(c)));
 }
 
-#define VENEER_FORTRAN_BLOCKING_SEND(lower, Call)                                                          \
-  void veneer_fortran_##lower(void* buf, F* count, F* datatype, F* dest, F* tag, F* c, F* ierror) {          \
-    set_error(ierror, Call(address(buf, f77()), *count, type(datatype), *dest, *tag, comm(c)));             \
+#define VENEER_FORTRAN_BLOCKING_SEND(lower, Call)                                                   \
+  void veneer_fortran_##lower(void* buf, F* count, F* datatype, F* dest, F* tag, F* c, F* ierror) { \
+    set_error(ierror, Call(address(buf, f77()), *count, type(datatype), *dest, *tag, comm(c)));     \
   }
 VENEER_FORTRAN_BLOCKING_SEND(send, MPI_Send)
 VENEER_FORTRAN_BLOCKING_SEND(ssend, MPI_Ssend)
 VENEER_FORTRAN_BLOCKING_SEND(rsend, MPI_Rsend)
 #undef VENEER_FORTRAN_BLOCKING_SEND
 
-#define VENEER_FORTRAN_NONBLOCKING(lower, Call)                                                             \
+#define VENEER_FORTRAN_NONBLOCKING(lower, Call)                                                                 \
   void veneer_fortran_##lower(void* buf, F* count, F* datatype, F* peer, F* tag, F* c, F* request, F* ierror) { \
-    MPI_Request r = MPI_REQUEST_NULL;                                                                        \
-    const int rc = Call(address(buf, f77()), *count, type(datatype), *peer, *tag, comm(c), &r);              \
-    if (rc == MPI_SUCCESS) *request = PMPI_Request_c2f(r);                                                   \
-    set_error(ierror, rc);                                                                                   \
+    MPI_Request r = MPI_REQUEST_NULL;                                                                           \
+    const int rc = Call(address(buf, f77()), *count, type(datatype), *peer, *tag, comm(c), &r);                 \
+    if (rc == MPI_SUCCESS) *request = PMPI_Request_c2f(r);                                                      \
+    set_error(ierror, rc);                                                                                      \
   }
 VENEER_FORTRAN_NONBLOCKING(isend, MPI_Isend)
 VENEER_FORTRAN_NONBLOCKING(issend, MPI_Issend)
@@ -364,8 +361,8 @@ void veneer_fortran_recv(void* buf, F* count, F* datatype, F* source, F* tag, F*
   set_error(ierror, rc);
 }
 
-void veneer_fortran_sendrecv(void* sendbuf, F* sendcount, F* sendtype, F* dest, F* sendtag, void* recvbuf,
-                             F* recvcount, F* recvtype, F* source, F* recvtag, F* c, F* status, F* ierror) {
+void veneer_fortran_sendrecv(void* sendbuf, F* sendcount, F* sendtype, F* dest, F* sendtag, void* recvbuf, F* recvcount,
+                             F* recvtype, F* source, F* recvtag, F* c, F* status, F* ierror) {
   const Sentinels s = f77();
   StatusOut st(status, s);
   const int rc = MPI_Sendrecv(address(sendbuf, s), *sendcount, type(sendtype), *dest, *sendtag, address(recvbuf, s),
@@ -374,12 +371,12 @@ void veneer_fortran_sendrecv(void* sendbuf, F* sendcount, F* sendtype, F* dest, 
   set_error(ierror, rc);
 }
 
-void veneer_fortran_sendrecv_replace(void* buf, F* count, F* datatype, F* dest, F* sendtag, F* source, F* recvtag,
-                                     F* c, F* status, F* ierror) {
+void veneer_fortran_sendrecv_replace(void* buf, F* count, F* datatype, F* dest, F* sendtag, F* source, F* recvtag, F* c,
+                                     F* status, F* ierror) {
   const Sentinels s = f77();
   StatusOut st(status, s);
-  const int rc =
-      MPI_Sendrecv_replace(address(buf, s), *count, type(datatype), *dest, *sendtag, *source, *recvtag, comm(c), st.c());
+  const int rc = MPI_Sendrecv_replace(address(buf, s), *count, type(datatype), *dest, *sendtag, *source, *recvtag,
+                                      comm(c), st.c());
   st.write();
   set_error(ierror, rc);
 }
@@ -412,8 +409,8 @@ void veneer_fortran_alltoallw(void* sendbuf, F* sendcounts, F* sdispls, F* sendt
   const auto rtypes = types(recvtypes, n);
   // In place the send arguments are ignored (and may be anything).
   const auto stypes = sbuf == MPI_IN_PLACE ? rtypes : types(sendtypes, n);
-  set_error(ierror, MPI_Alltoallw(sbuf, sendcounts, sdispls, stypes.data(), address(recvbuf, s), recvcounts,
-                                  rdispls, rtypes.data(), cc));
+  set_error(ierror, MPI_Alltoallw(sbuf, sendcounts, sdispls, stypes.data(), address(recvbuf, s), recvcounts, rdispls,
+                                  rtypes.data(), cc));
 }
 
 void veneer_fortran_neighbor_alltoallw(void* sendbuf, F* sendcounts, MPI_Aint* sdispls, F* sendtypes, void* recvbuf,
@@ -437,8 +434,8 @@ void veneer_fortran_neighbor_alltoallw(void* sendbuf, F* sendcounts, MPI_Aint* s
   }
   const auto stypes = types(sendtypes, out);
   const auto rtypes = types(recvtypes, in);
-  set_error(ierror, MPI_Neighbor_alltoallw(address(sendbuf, s), sendcounts, sdispls, stypes.data(),
-                                           address(recvbuf, s), recvcounts, rdispls, rtypes.data(), cc));
+  set_error(ierror, MPI_Neighbor_alltoallw(address(sendbuf, s), sendcounts, sdispls, stypes.data(), address(recvbuf, s),
+                                           recvcounts, rdispls, rtypes.data(), cc));
 }
 
 void veneer_fortran_allreduce(void* sendbuf, void* recvbuf, F* count, F* datatype, F* o, F* c, F* ierror) {
@@ -453,36 +450,35 @@ void veneer_fortran_bcast(void* buf, F* count, F* datatype, F* root, F* c, F* ie
 
 void veneer_fortran_reduce(void* sendbuf, void* recvbuf, F* count, F* datatype, F* o, F* root, F* c, F* ierror) {
   const Sentinels s = f77();
-  set_error(ierror, MPI_Reduce(send_address(sendbuf, s), address(recvbuf, s), *count, type(datatype), op(o), *root,
-                               comm(c)));
+  set_error(ierror,
+            MPI_Reduce(send_address(sendbuf, s), address(recvbuf, s), *count, type(datatype), op(o), *root, comm(c)));
 }
 
-void veneer_fortran_allgather(void* sendbuf, F* sendcount, F* sendtype, void* recvbuf, F* recvcount, F* recvtype,
-                              F* c, F* ierror) {
+void veneer_fortran_allgather(void* sendbuf, F* sendcount, F* sendtype, void* recvbuf, F* recvcount, F* recvtype, F* c,
+                              F* ierror) {
   const Sentinels s = f77();
-  set_error(ierror, MPI_Allgather(send_address(sendbuf, s), *sendcount, type(sendtype), address(recvbuf, s),
-                                  *recvcount, type(recvtype), comm(c)));
+  set_error(ierror, MPI_Allgather(send_address(sendbuf, s), *sendcount, type(sendtype), address(recvbuf, s), *recvcount,
+                                  type(recvtype), comm(c)));
 }
 
-void veneer_fortran_reduce_scatter(void* sendbuf, void* recvbuf, F* recvcounts, F* datatype, F* o, F* c,
-                                   F* ierror) {
+void veneer_fortran_reduce_scatter(void* sendbuf, void* recvbuf, F* recvcounts, F* datatype, F* o, F* c, F* ierror) {
   const Sentinels s = f77();
-  set_error(ierror, MPI_Reduce_scatter(send_address(sendbuf, s), address(recvbuf, s), recvcounts, type(datatype),
-                                       op(o), comm(c)));
+  set_error(ierror, MPI_Reduce_scatter(send_address(sendbuf, s), address(recvbuf, s), recvcounts, type(datatype), op(o),
+                                       comm(c)));
 }
 
 void veneer_fortran_reduce_scatter_block(void* sendbuf, void* recvbuf, F* recvcount, F* datatype, F* o, F* c,
                                          F* ierror) {
   const Sentinels s = f77();
-  set_error(ierror, MPI_Reduce_scatter_block(send_address(sendbuf, s), address(recvbuf, s), *recvcount,
-                                             type(datatype), op(o), comm(c)));
+  set_error(ierror, MPI_Reduce_scatter_block(send_address(sendbuf, s), address(recvbuf, s), *recvcount, type(datatype),
+                                             op(o), comm(c)));
 }
 
-void veneer_fortran_alltoall(void* sendbuf, F* sendcount, F* sendtype, void* recvbuf, F* recvcount, F* recvtype,
-                             F* c, F* ierror) {
+void veneer_fortran_alltoall(void* sendbuf, F* sendcount, F* sendtype, void* recvbuf, F* recvcount, F* recvtype, F* c,
+                             F* ierror) {
   const Sentinels s = f77();
-  set_error(ierror, MPI_Alltoall(send_address(sendbuf, s), *sendcount, type(sendtype), address(recvbuf, s),
-                                 *recvcount, type(recvtype), comm(c)));
+  set_error(ierror, MPI_Alltoall(send_address(sendbuf, s), *sendcount, type(sendtype), address(recvbuf, s), *recvcount,
+                                 type(recvtype), comm(c)));
 }
 
 void veneer_fortran_wait(F* request, F* status, F* ierror) { wait<f77>(request, status, ierror); }
@@ -589,8 +585,9 @@ VENEER_FORTRAN_NAMES(veneer_fortran_type_dup, mpi_type_dup, MPI_TYPE_DUP)
 #ifdef OPEN_MPI
 #define VENEER_COMPLETION_NAMES(lower, UPPER) VENEER_FORTRAN_NAMES(veneer_fortran_##lower, mpi_##lower, UPPER)
 #else
-#define VENEER_COMPLETION_NAMES(lower, UPPER) \
-  VENEER_F77_NAMES(veneer_fortran_##lower, mpi_##lower, UPPER) VENEER_ALIAS(veneer_fortran08_##lower, mpi_##lower##_f08_)
+#define VENEER_COMPLETION_NAMES(lower, UPPER)                  \
+  VENEER_F77_NAMES(veneer_fortran_##lower, mpi_##lower, UPPER) \
+  VENEER_ALIAS(veneer_fortran08_##lower, mpi_##lower##_f08_)
 #endif
 VENEER_COMPLETION_NAMES(wait, MPI_WAIT)
 VENEER_COMPLETION_NAMES(test, MPI_TEST)
@@ -604,20 +601,20 @@ VENEER_COMPLETION_NAMES(request_get_status, MPI_REQUEST_GET_STATUS)
 
 // MPI_INIT, MPI_INIT_THREAD, MPI_FINALIZE: each spelling runs the library's
 // routine of the same name, then starts (or first stops) Veneer.
-#define VENEER_FORTRAN_INIT(sym)                                                   \
-  extern "C" void sym(F* ierror) {                                                 \
-    static const auto next = reinterpret_cast<InitFn>(next_fortran(#sym));         \
-    init(next, ierror);                                                            \
+#define VENEER_FORTRAN_INIT(sym)                                           \
+  extern "C" void sym(F* ierror) {                                         \
+    static const auto next = reinterpret_cast<InitFn>(next_fortran(#sym)); \
+    init(next, ierror);                                                    \
   }
-#define VENEER_FORTRAN_INIT_THREAD(sym)                                                   \
-  extern "C" void sym(F* required, F* provided, F* ierror) {                              \
-    static const auto next = reinterpret_cast<InitThreadFn>(next_fortran(#sym));          \
-    init_thread(next, required, provided, ierror);                                        \
+#define VENEER_FORTRAN_INIT_THREAD(sym)                                          \
+  extern "C" void sym(F* required, F* provided, F* ierror) {                     \
+    static const auto next = reinterpret_cast<InitThreadFn>(next_fortran(#sym)); \
+    init_thread(next, required, provided, ierror);                               \
   }
-#define VENEER_FORTRAN_FINALIZE(sym)                                               \
-  extern "C" void sym(F* ierror) {                                                 \
-    static const auto next = reinterpret_cast<InitFn>(next_fortran(#sym));         \
-    finalize(next, ierror);                                                        \
+#define VENEER_FORTRAN_FINALIZE(sym)                                       \
+  extern "C" void sym(F* ierror) {                                         \
+    static const auto next = reinterpret_cast<InitFn>(next_fortran(#sym)); \
+    finalize(next, ierror);                                                \
   }
 VENEER_FORTRAN_INIT(mpi_init_)
 VENEER_FORTRAN_INIT(mpi_init__)

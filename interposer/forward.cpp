@@ -10,7 +10,7 @@ VENEER_FORWARDED_LARGE(VENEER_DEFINE)
 #undef VENEER_DEFINE
 
 void resolve() {
-#define VENEER_RESOLVE(name)                                                        \
+#define VENEER_RESOLVE(name)                                                                \
   if (void* f = dlsym(RTLD_NEXT, "MPI_" #name)) name = reinterpret_cast<decltype(name)>(f); \
   else name = &PMPI_##name;
   VENEER_FORWARDED(VENEER_RESOLVE)

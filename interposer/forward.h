@@ -5,18 +5,59 @@
 // This keeps tools stacked behind Veneer working.
 #include <mpi.h>
 
-#define VENEER_FORWARDED(X)                                                                          \
-  X(Init) X(Init_thread) X(Finalize) X(Type_commit) X(Type_dup) X(Pack) X(Unpack) X(Send) X(Ssend) X(Rsend)    \
-  X(Isend) X(Issend) X(Recv) X(Irecv) X(Mrecv) X(Imrecv) X(Sendrecv) X(Sendrecv_replace) X(Wait) X(Waitall)    \
-  X(Waitany)                                                                                         \
-  X(Waitsome) X(Test) X(Testall) X(Testany) X(Testsome) X(Request_free) X(Cancel)                    \
-  X(Request_get_status) X(Alltoallv) X(Alltoallw) X(Neighbor_alltoallv) X(Neighbor_alltoallw)        \
-  X(Allreduce) X(Bcast) X(Reduce) X(Allgather) X(Reduce_scatter) X(Reduce_scatter_block) X(Alltoall)
+#define VENEER_FORWARDED(X) \
+  X(Init)                   \
+  X(Init_thread)            \
+  X(Finalize)               \
+  X(Type_commit)            \
+  X(Type_dup)               \
+  X(Pack)                   \
+  X(Unpack)                 \
+  X(Send)                   \
+  X(Ssend)                  \
+  X(Rsend)                  \
+  X(Isend)                  \
+  X(Issend)                 \
+  X(Recv)                   \
+  X(Irecv)                  \
+  X(Mrecv)                  \
+  X(Imrecv)                 \
+  X(Sendrecv)               \
+  X(Sendrecv_replace)       \
+  X(Wait)                   \
+  X(Waitall)                \
+  X(Waitany)                \
+  X(Waitsome)               \
+  X(Test)                   \
+  X(Testall)                \
+  X(Testany)                \
+  X(Testsome)               \
+  X(Request_free)           \
+  X(Cancel)                 \
+  X(Request_get_status)     \
+  X(Alltoallv)              \
+  X(Alltoallw)              \
+  X(Neighbor_alltoallv)     \
+  X(Neighbor_alltoallw)     \
+  X(Allreduce)              \
+  X(Bcast)                  \
+  X(Reduce)                 \
+  X(Allgather)              \
+  X(Reduce_scatter)         \
+  X(Reduce_scatter_block)   \
+  X(Alltoall)
 
 // The MPI-4 large-count forms Veneer takes over, where mpi.h declares them
 // (VENEER_HAVE_LARGE_COUNT: MPICH 4.0, not Open MPI 4.1).
 #ifdef VENEER_HAVE_LARGE_COUNT
-#define VENEER_FORWARDED_LARGE(X) X(Pack_c) X(Unpack_c) X(Send_c) X(Isend_c) X(Recv_c) X(Irecv_c) X(Sendrecv_c)
+#define VENEER_FORWARDED_LARGE(X) \
+  X(Pack_c)                       \
+  X(Unpack_c)                     \
+  X(Send_c)                       \
+  X(Isend_c)                      \
+  X(Recv_c)                       \
+  X(Irecv_c)                      \
+  X(Sendrecv_c)
 #else
 #define VENEER_FORWARDED_LARGE(X)
 #endif

@@ -20,7 +20,7 @@
 using namespace veneer;
 
 namespace veneer {
-void collectives_start();   // defined by the collectives glue
+void collectives_start();  // defined by the collectives glue
 void collectives_stop();
 }  // namespace veneer
 

@@ -29,12 +29,10 @@ bool fits_int(MPI_Count n) { return n >= INT_MIN && n <= INT_MAX; }
 
 // MPI_Pack/MPI_Unpack's take-over rule (interposer/pack.cpp) in 64 bits: the
 // layout to pack `count` instances of `type` with, or null to pass through.
-const datatypes::Layout* pack_layout(MPI_Count count, MPI_Datatype type, MPI_Count size,
-                                     const MPI_Count* position, MPI_Comm comm) {
+const datatypes::Layout* pack_layout(MPI_Count count, MPI_Datatype type, MPI_Count size, const MPI_Count* position,
+                                     MPI_Comm comm) {
   const Config& c = config();
-  if (!takes_pack(c) || count < 0 || size < 0 || !position || *position < 0 ||
-      comm == MPI_COMM_NULL)
-    return nullptr;
+  if (!takes_pack(c) || count < 0 || size < 0 || !position || *position < 0 || comm == MPI_COMM_NULL) return nullptr;
   const datatypes::Layout* layout = datatypes::peek(type);
   if (!layout || layout->size < 0) return nullptr;
   int64_t bytes = 0, end = 0;

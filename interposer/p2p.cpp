@@ -310,8 +310,8 @@ extern "C" int MPI_Imrecv(void* buf, int count, MPI_Datatype type, MPI_Message* 
       if (device::landing_for_library(c, pending.device_staging)) {
         pending.buf = buf;
         pending.count = count;
-        const int rc = next::Imrecv(pending.device_staging.storage.get(), static_cast<int>(c.bytes), MPI_BYTE, message,
-                                    request);
+        const int rc =
+            next::Imrecv(pending.device_staging.storage.get(), static_cast<int>(c.bytes), MPI_BYTE, message, request);
         pending.carried = std::move(c);
         if (rc == MPI_SUCCESS) {
           requests::track(*request, std::move(pending));

@@ -55,12 +55,9 @@ enum class Quick { library, copy, full };
 
 // A borrowed pointer (datatypes::peek): valid for this call, which looks up no
 // other type, and free of reference counting on this hot path.
-const datatypes::Layout* pack_layout(int count, MPI_Datatype type, int size, const int* position,
-                                     MPI_Comm comm) {
+const datatypes::Layout* pack_layout(int count, MPI_Datatype type, int size, const int* position, MPI_Comm comm) {
   const Config& c = config();
-  if (!takes_pack(c) || count < 0 || size < 0 || !position || *position < 0 ||
-      comm == MPI_COMM_NULL)
-    return nullptr;
+  if (!takes_pack(c) || count < 0 || size < 0 || !position || *position < 0 || comm == MPI_COMM_NULL) return nullptr;
   // Zero bytes (count 0 or a zero-size type) are a valid no-op that Veneer
   // answers itself: MPICH 4.0's own MPI_Unpack divides by zero on them.
   const datatypes::Layout* layout = datatypes::peek(type);
@@ -109,7 +106,7 @@ bool device_pack_call(bool packing, const void* user, int count, MPI_Datatype ty
 }
 
 [[gnu::noinline]] int pack_slow(const void* inbuf, int incount, MPI_Datatype type, void* outbuf, int outsize,
-                                 int* position, MPI_Comm comm) {
+                                int* position, MPI_Comm comm) {
   const datatypes::Layout* layout = outbuf ? pack_layout(incount, type, outsize, position, comm) : nullptr;
   if (layout && !cpu_accessible(outbuf, offset_ptr(inbuf, layout->true_lb))) layout = nullptr;
   if (!layout) {
@@ -128,7 +125,7 @@ bool device_pack_call(bool packing, const void* user, int count, MPI_Datatype ty
 }
 
 [[gnu::noinline]] int unpack_slow(const void* inbuf, int insize, int* position, void* outbuf, int outcount,
-                                   MPI_Datatype type, MPI_Comm comm) {
+                                  MPI_Datatype type, MPI_Comm comm) {
   const datatypes::Layout* layout = inbuf ? pack_layout(outcount, type, insize, position, comm) : nullptr;
   if (layout && !cpu_accessible(inbuf, offset_ptr(outbuf, layout->true_lb))) layout = nullptr;
   if (!layout) {
@@ -167,8 +164,7 @@ extern "C" int MPI_Pack(const void* inbuf, int incount, MPI_Datatype type, void*
       }
       counters().add(Counter::pack_passed);
       return next::Pack(inbuf, incount, type, outbuf, outsize, position, comm);
-    case Quick::full:
-      break;
+    case Quick::full: break;
   }
   return pack_slow(inbuf, incount, type, outbuf, outsize, position, comm);
 }
@@ -190,8 +186,7 @@ extern "C" int MPI_Unpack(const void* inbuf, int insize, int* position, void* ou
       }
       counters().add(Counter::unpack_passed);
       return next::Unpack(inbuf, insize, position, outbuf, outcount, type, comm);
-    case Quick::full:
-      break;
+    case Quick::full: break;
   }
   return unpack_slow(inbuf, insize, position, outbuf, outcount, type, comm);
 }

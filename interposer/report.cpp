@@ -69,8 +69,8 @@ void print_report() {
     std::fprintf(out, "  %-28s %14lld\n", "types passed through", static_cast<long long>(stats.unsupported));
     std::fprintf(out, "  %-28s %14lld\n", "requests in flight (max)", static_cast<long long>(requests::high_water()));
     const auto pool = staging_stats();
-    std::fprintf(out, "  %-28s %14lld (limit %lld)\n", "staging bytes pooled", static_cast<long long>(pool.pooled_bytes),
-                 static_cast<long long>(pool.limit));
+    std::fprintf(out, "  %-28s %14lld (limit %lld)\n", "staging bytes pooled",
+                 static_cast<long long>(pool.pooled_bytes), static_cast<long long>(pool.limit));
     std::fprintf(out, "  %-28s %14lld\n", "staging buffers reused", static_cast<long long>(pool.reused));
     // What Veneer still holds at MPI_Finalize, before it lets go of it (rank 0's, or this rank's).
     const Footprint f = footprint();

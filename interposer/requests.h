@@ -64,7 +64,7 @@ void detach(MPI_Request req, Pending pending);
 void progress_detached();
 void drain_detached();  // at MPI_Finalize
 int64_t high_water();
-int64_t tracked_count();   // entries now (live and detached)
+int64_t tracked_count();  // entries now (live and detached)
 int64_t detached_count();
 
 }  // namespace requests

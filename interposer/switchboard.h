@@ -83,8 +83,8 @@ inline bool cpu_accessible(const void* a, const void* b) {
   // loop is as fast (see p2p_layout). max >= size never passes, so max + 1
   // cannot overflow below.
   int64_t product = 0;
-  if (c.p2p_max_block < seen->size &&
-      !__builtin_mul_overflow(c.p2p_max_block + 1, seen->block_count, &product) && product <= seen->size)
+  if (c.p2p_max_block < seen->size && !__builtin_mul_overflow(c.p2p_max_block + 1, seen->block_count, &product) &&
+      product <= seen->size)
     return true;
   // Below the smallest message taken over (a product beyond int64 is not).
   return !__builtin_mul_overflow(seen->size, int64_t{count}, &product) && product < c.p2p_min_bytes;

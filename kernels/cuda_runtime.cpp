@@ -150,8 +150,7 @@ class CudaRuntime final : public DeviceRuntime {
         cudaMemcpy2DAsync(dst, dst_pitch, src, src_pitch, width, height, cudaMemcpyDefault, as_stream(stream)));
   }
 
-  bool reduce(ReduceOp op, ReduceType type, void* inout, const void* in, int64_t count,
-              DeviceStream stream) override {
+  bool reduce(ReduceOp op, ReduceType type, void* inout, const void* in, int64_t count, DeviceStream stream) override {
     return stream && succeeded(device_reduce(op, type, inout, in, count, as_stream(stream)));
   }
 

@@ -80,14 +80,9 @@ cudaError_t transfer(const DeviceLayout& layout, int64_t count, const void* buf,
 DeviceLayout::DeviceLayout(const datatypes::Layout& layout, const PlanLimits& limits) {
   plan_status_ = make_plan(layout, limits, plan_);
   switch (plan_status_) {
-    case PlanStatus::ok:
-      break;
-    case PlanStatus::too_many_segments:
-      status_ = cudaErrorNotSupported;
-      return;
-    case PlanStatus::malformed:
-      status_ = cudaErrorInvalidValue;
-      return;
+    case PlanStatus::ok: break;
+    case PlanStatus::too_many_segments: status_ = cudaErrorNotSupported; return;
+    case PlanStatus::malformed: status_ = cudaErrorInvalidValue; return;
   }
   const bool needs_memory = !plan_.offsets.empty() || !plan_.segments.empty();
   if (needs_memory) {

@@ -37,8 +37,8 @@ cudaError_t device_reduce(ReduceOp op, ReduceType type, void* inout, const void*
     void* args[] = {&io, &src, &elements};
     // cudaLaunchKernel returns the launch's own error (cudaGetLastError would
     // also take the application's).
-    result = cudaLaunchKernel(reinterpret_cast<const void*>(&reduce_kernel<T, Op>), grid, dim3(kThreads), args, 0,
-                              stream);
+    result =
+        cudaLaunchKernel(reinterpret_cast<const void*>(&reduce_kernel<T, Op>), grid, dim3(kThreads), args, 0, stream);
     return true;
   });
   return result;

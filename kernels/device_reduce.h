@@ -27,19 +27,15 @@ enum class ReduceType : uint8_t { i8, i16, i32, i64, u8, u16, u32, u64, f32, f64
 constexpr size_t reduce_type_size(ReduceType t) {
   switch (t) {
     case ReduceType::i8:
-    case ReduceType::u8:
-      return 1;
+    case ReduceType::u8: return 1;
     case ReduceType::i16:
-    case ReduceType::u16:
-      return 2;
+    case ReduceType::u16: return 2;
     case ReduceType::i32:
     case ReduceType::u32:
-    case ReduceType::f32:
-      return 4;
+    case ReduceType::f32: return 4;
     case ReduceType::i64:
     case ReduceType::u64:
-    case ReduceType::f64:
-      return 8;
+    case ReduceType::f64: return 8;
   }
   return 0;
 }
@@ -50,10 +46,8 @@ constexpr bool reduce_supported(ReduceOp op, ReduceType t) {
     case ReduceOp::sum:
     case ReduceOp::prod:
     case ReduceOp::min:
-    case ReduceOp::max:
-      return true;
-    default:
-      return !reduce_type_is_float(t);
+    case ReduceOp::max: return true;
+    default: return !reduce_type_is_float(t);
   }
 }
 

@@ -24,7 +24,6 @@ DeviceRuntime* device_runtime() {
   return cuda_runtime();
 }
 
-
 void install_device_runtime(DeviceRuntime* runtime) {
   // Pooled buffers belong to the runtime that made them, which may be about
   // to go away: give them back first.

@@ -93,8 +93,7 @@ class DeviceRuntime {
   // on `stream`. Both pointers are device, managed or mapped pinned memory,
   // aligned to the element. False (nothing queued) for an unsupported pair,
   // and by default: a runtime without a reduction kernel.
-  virtual bool reduce(ReduceOp op, ReduceType type, void* inout, const void* in, int64_t count,
-                      DeviceStream stream) {
+  virtual bool reduce(ReduceOp op, ReduceType type, void* inout, const void* in, int64_t count, DeviceStream stream) {
     (void)op, (void)type, (void)inout, (void)in, (void)count, (void)stream;
     return false;
   }

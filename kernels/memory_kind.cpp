@@ -121,14 +121,10 @@ MemoryKind memory_kind(const void* p, int* device) {
 
 const char* to_string(MemoryKind kind) {
   switch (kind) {
-    case MemoryKind::host:
-      return "host";
-    case MemoryKind::device:
-      return "device";
-    case MemoryKind::managed:
-      return "managed";
-    case MemoryKind::unknown:
-      return "unknown";
+    case MemoryKind::host: return "host";
+    case MemoryKind::device: return "device";
+    case MemoryKind::managed: return "managed";
+    case MemoryKind::unknown: return "unknown";
   }
   return "unknown";
 }

@@ -28,9 +28,9 @@ enum class MemoryKind {
 MemoryKind memory_kind(const void* p, int* device = nullptr);
 
 namespace detail {
-extern std::atomic<bool> g_driver_found;                     // the driver was found (it stays)
+extern std::atomic<bool> g_driver_found;                        // the driver was found (it stays)
 extern std::atomic<std::atomic<unsigned char>*> g_loaded_flag;  // see watch_loads()
-extern std::atomic<bool> g_driver_missing;                   // asked, and it was not there
+extern std::atomic<bool> g_driver_missing;                      // asked, and it was not there
 extern thread_local constinit int t_calls_until_recheck [[gnu::tls_model("initial-exec")]];
 bool cuda_driver_loaded_slow();
 }  // namespace detail

@@ -225,12 +225,9 @@ int64_t window_bytes(const PackPlan& plan, int64_t count, int64_t skip, int64_t 
 
 uint64_t Launch::threads() const {
   switch (kind) {
-    case Kind::leaf:
-      return wide_index ? leaf64.threads : leaf32.threads;
-    case Kind::segments:
-      return wide_index ? segments64.threads : segments32.threads;
-    default:
-      return 0;
+    case Kind::leaf: return wide_index ? leaf64.threads : leaf32.threads;
+    case Kind::segments: return wide_index ? segments64.threads : segments32.threads;
+    default: return 0;
   }
 }
 
@@ -309,12 +306,8 @@ Launch plan_launch(const PackPlan& plan, const int64_t* device_offsets, const Se
 std::string PackPlan::describe() const {
   std::ostringstream os;
   switch (form) {
-    case PlanForm::empty:
-      os << "empty";
-      break;
-    case PlanForm::contiguous:
-      os << "contiguous " << size << " bytes at " << true_lb;
-      break;
+    case PlanForm::empty: os << "empty"; break;
+    case PlanForm::contiguous: os << "contiguous " << size << " bytes at " << true_lb; break;
     case PlanForm::leaf:
       os << "leaf @" << offset;
       for (const Dim& d : dims) os << " [" << d.count << " x " << d.stride << "]";

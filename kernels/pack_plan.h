@@ -101,37 +101,25 @@ auto dispatch(const Launch& l, Runner& runner) {
   using Kind = Launch::Kind;
   auto leaf = [&](const auto& p) {
     switch (l.width) {
-      case 16:
-        return runner.template leaf<16, Pack>(p);
-      case 8:
-        return runner.template leaf<8, Pack>(p);
-      case 4:
-        return runner.template leaf<4, Pack>(p);
-      case 2:
-        return runner.template leaf<2, Pack>(p);
-      default:
-        return runner.template leaf<1, Pack>(p);
+      case 16: return runner.template leaf<16, Pack>(p);
+      case 8: return runner.template leaf<8, Pack>(p);
+      case 4: return runner.template leaf<4, Pack>(p);
+      case 2: return runner.template leaf<2, Pack>(p);
+      default: return runner.template leaf<1, Pack>(p);
     }
   };
   auto segments = [&](const auto& p) {
     switch (l.group) {
-      case 32:
-        return runner.template segments<32, Pack>(p);
-      case 8:
-        return runner.template segments<8, Pack>(p);
-      default:
-        return runner.template segments<1, Pack>(p);
+      case 32: return runner.template segments<32, Pack>(p);
+      case 8: return runner.template segments<8, Pack>(p);
+      default: return runner.template segments<1, Pack>(p);
     }
   };
   switch (l.kind) {
-    case Kind::copy:
-      return runner.template copy<Pack>(l.user_address, l.packed, l.bytes);
-    case Kind::leaf:
-      return l.wide_index ? leaf(l.leaf64) : leaf(l.leaf32);
-    case Kind::segments:
-      return l.wide_index ? segments(l.segments64) : segments(l.segments32);
-    case Kind::none:
-      break;
+    case Kind::copy: return runner.template copy<Pack>(l.user_address, l.packed, l.bytes);
+    case Kind::leaf: return l.wide_index ? leaf(l.leaf64) : leaf(l.leaf32);
+    case Kind::segments: return l.wide_index ? segments(l.segments64) : segments(l.segments32);
+    case Kind::none: break;
   }
   return runner.nothing();
 }

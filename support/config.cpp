@@ -20,9 +20,12 @@ std::optional<int64_t> parse_size(std::string_view t) {
   int shift = 0;
   if (i < t.size()) {
     switch (t[i]) {
-      case 'k': case 'K': shift = 10; break;
-      case 'm': case 'M': shift = 20; break;
-      case 'g': case 'G': shift = 30; break;
+      case 'k':
+      case 'K': shift = 10; break;
+      case 'm':
+      case 'M': shift = 20; break;
+      case 'g':
+      case 'G': shift = 30; break;
       default: return std::nullopt;
     }
     ++i;
@@ -39,10 +42,8 @@ namespace {
 bool parse_bool(const char* v, bool fallback) {
   if (!v || !*v) return fallback;
   std::string_view s(v);
-  if (s == "0" || s == "off" || s == "no" || s == "false" || s == "OFF" || s == "NO" || s == "FALSE")
-    return false;
-  if (s == "1" || s == "on" || s == "yes" || s == "true" || s == "ON" || s == "YES" || s == "TRUE")
-    return true;
+  if (s == "0" || s == "off" || s == "no" || s == "false" || s == "OFF" || s == "NO" || s == "FALSE") return false;
+  if (s == "1" || s == "on" || s == "yes" || s == "true" || s == "ON" || s == "YES" || s == "TRUE") return true;
   return fallback;
 }
 
@@ -79,11 +80,10 @@ Config parse_config(const char* (*env)(const char*)) {
   }
   if (const char* f = env("VENEER_REPORT_FILE")) c.report_file = f;
   // A threshold the user set (and that reads as a size) is theirs: a profile does not replace it.
-  for (auto [name, value, origin] : {std::tuple{"VENEER_P2P_MAX_BLOCK", &c.p2p_max_block, &c.p2p_max_block_origin},
-                                     std::tuple{"VENEER_ALLTOALL_MAX_BLOCK", &c.alltoall_max_block,
-                                                &c.alltoall_max_block_origin},
-                                     std::tuple{"VENEER_PACK_MAX_BLOCK", &c.pack_max_block,
-                                                &c.pack_max_block_origin}}) {
+  for (auto [name, value, origin] :
+       {std::tuple{"VENEER_P2P_MAX_BLOCK", &c.p2p_max_block, &c.p2p_max_block_origin},
+        std::tuple{"VENEER_ALLTOALL_MAX_BLOCK", &c.alltoall_max_block, &c.alltoall_max_block_origin},
+        std::tuple{"VENEER_PACK_MAX_BLOCK", &c.pack_max_block, &c.pack_max_block_origin}}) {
     if (auto parsed = env(name) ? parse_size(env(name)) : std::nullopt) {
       *value = *parsed;
       *origin = ThresholdOrigin::environment;
@@ -131,8 +131,7 @@ void apply_profile_thresholds(Config& c) {
     origin = measured ? ThresholdOrigin::profile : ThresholdOrigin::built_in;
   };
   apply(g_profile_p2p_max_block, defaults.p2p_max_block, c.p2p_max_block, c.p2p_max_block_origin);
-  apply(g_profile_alltoall_max_block, defaults.alltoall_max_block, c.alltoall_max_block,
-        c.alltoall_max_block_origin);
+  apply(g_profile_alltoall_max_block, defaults.alltoall_max_block, c.alltoall_max_block, c.alltoall_max_block_origin);
   apply(g_profile_pack_max_block, defaults.pack_max_block, c.pack_max_block, c.pack_max_block_origin);
 }
 }  // namespace

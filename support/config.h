@@ -27,15 +27,15 @@ enum class DeviceReduce { automatic, host, device };
 enum class ThresholdOrigin { built_in, profile, environment };
 
 struct Config {
-  bool enabled = true;            // VENEER_DISABLE=1 turns everything off
-  bool datatypes = true;          // VENEER_DATATYPES=0 turns the datatype engine off
-  bool pack = true;               // VENEER_PACK=0: MPI_Pack/Unpack go to the library
-  bool p2p = true;                // VENEER_P2P=0: sends/receives go to the library
-  bool alltoall = true;           // VENEER_ALLTOALLV=0: Alltoallv/w go to the library
-  bool collectives = true;        // VENEER_COLLECTIVES=0: collectives go to the library
+  bool enabled = true;                  // VENEER_DISABLE=1 turns everything off
+  bool datatypes = true;                // VENEER_DATATYPES=0 turns the datatype engine off
+  bool pack = true;                     // VENEER_PACK=0: MPI_Pack/Unpack go to the library
+  bool p2p = true;                      // VENEER_P2P=0: sends/receives go to the library
+  bool alltoall = true;                 // VENEER_ALLTOALLV=0: Alltoallv/w go to the library
+  bool collectives = true;              // VENEER_COLLECTIVES=0: collectives go to the library
   LogLevel log_level = LogLevel::warn;  // VENEER_LOG=error|warn|info|debug
-  int report = 0;                 // VENEER_REPORT=0|1|2 (2: per rank)
-  std::string report_file;        // VENEER_REPORT_FILE=path (default stderr)
+  int report = 0;                       // VENEER_REPORT=0|1|2 (2: per rank)
+  std::string report_file;              // VENEER_REPORT_FILE=path (default stderr)
   // Send/receive take-over rule: non-contiguous data whose mean contiguous
   // block is at most this many bytes (VENEER_P2P_MAX_BLOCK). The default
   // depends on the library (measured, see README): Open MPI's shared-memory
@@ -82,8 +82,8 @@ struct Config {
   // Automatic method without a CUDA-aware library: one-shot up to this many
   // bytes, the staged pipeline above (VENEER_DEVICE_ONESHOT_MAX).
   int64_t device_oneshot_max = int64_t{256} << 10;
-  int64_t device_chunk = int64_t{1} << 20;        // VENEER_DEVICE_CHUNK: staged pipeline chunk
-  int64_t pinned_pool = int64_t{256} << 20;       // VENEER_PINNED_POOL: pinned/device buffers kept for reuse
+  int64_t device_chunk = int64_t{1} << 20;   // VENEER_DEVICE_CHUNK: staged pipeline chunk
+  int64_t pinned_pool = int64_t{256} << 20;  // VENEER_PINNED_POOL: pinned/device buffers kept for reuse
   // Most layouts kept in the per-type cache (VENEER_TYPE_CACHE); freed types leave it at once.
   int64_t type_cache_limit = 100000;
 };

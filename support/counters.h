@@ -12,23 +12,52 @@
 namespace veneer {
 
 enum class Counter : int {
-  pack_taken, pack_passed, unpack_taken, unpack_passed,
-  send_taken, send_passed, recv_taken, recv_passed,
-  alltoall_taken, alltoall_passed, coll_taken, coll_passed,
-  bytes_packed, bytes_unpacked, nanoseconds,
-  device_oneshot, device_staged, device_on_device, device_passed, device_via_host, device_combines,
+  pack_taken,
+  pack_passed,
+  unpack_taken,
+  unpack_passed,
+  send_taken,
+  send_passed,
+  recv_taken,
+  recv_passed,
+  alltoall_taken,
+  alltoall_passed,
+  coll_taken,
+  coll_passed,
+  bytes_packed,
+  bytes_unpacked,
+  nanoseconds,
+  device_oneshot,
+  device_staged,
+  device_on_device,
+  device_passed,
+  device_via_host,
+  device_combines,
   count_  // number of counters
 };
 
 inline constexpr const char* counter_name(Counter c) {
-  constexpr const char* names[] = {
-      "pack taken over", "pack passed through", "unpack taken over", "unpack passed through",
-      "sends taken over", "sends passed through", "receives taken over", "receives passed through",
-      "alltoallv/w taken over", "alltoallv/w passed through", "collectives taken over",
-      "collectives passed through", "bytes packed", "bytes unpacked", "ns in veneer",
-      "device moves one-shot", "device moves staged", "device moves on device",
-      "device buffers passed through", "device moves through a host copy of the span",
-      "reduction combines on the device"};
+  constexpr const char* names[] = {"pack taken over",
+                                   "pack passed through",
+                                   "unpack taken over",
+                                   "unpack passed through",
+                                   "sends taken over",
+                                   "sends passed through",
+                                   "receives taken over",
+                                   "receives passed through",
+                                   "alltoallv/w taken over",
+                                   "alltoallv/w passed through",
+                                   "collectives taken over",
+                                   "collectives passed through",
+                                   "bytes packed",
+                                   "bytes unpacked",
+                                   "ns in veneer",
+                                   "device moves one-shot",
+                                   "device moves staged",
+                                   "device moves on device",
+                                   "device buffers passed through",
+                                   "device moves through a host copy of the span",
+                                   "reduction combines on the device"};
   return names[static_cast<int>(c)];
 }
 

@@ -117,9 +117,15 @@ class Parser {
         if (!text) return std::nullopt;
         return Value(std::move(*text));
       }
-      case 't': if (literal("true")) return Value(true); return fail("bad literal");
-      case 'f': if (literal("false")) return Value(false); return fail("bad literal");
-      case 'n': if (literal("null")) return Value(); return fail("bad literal");
+      case 't':
+        if (literal("true")) return Value(true);
+        return fail("bad literal");
+      case 'f':
+        if (literal("false")) return Value(false);
+        return fail("bad literal");
+      case 'n':
+        if (literal("null")) return Value();
+        return fail("bad literal");
       default: return number();
     }
   }

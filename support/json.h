@@ -30,8 +30,16 @@ class Value {
   Value(const char* s) : kind_(Kind::string), string_(s) {}
   Value(std::string s) : kind_(Kind::string), string_(std::move(s)) {}
   Value(std::string_view s) : kind_(Kind::string), string_(s) {}
-  static Value array() { Value v; v.kind_ = Kind::array; return v; }
-  static Value object() { Value v; v.kind_ = Kind::object; return v; }
+  static Value array() {
+    Value v;
+    v.kind_ = Kind::array;
+    return v;
+  }
+  static Value object() {
+    Value v;
+    v.kind_ = Kind::object;
+    return v;
+  }
 
   Kind kind() const { return kind_; }
   bool is_null() const { return kind_ == Kind::null; }

@@ -13,9 +13,9 @@
 #include <dlfcn.h>
 #include <sched.h>
 
-typedef unsigned (*progress_fn)(void *);
+typedef unsigned (*progress_fn)(void*);
 
-unsigned ucp_worker_progress(void *worker) {
+unsigned ucp_worker_progress(void* worker) {
   static progress_fn real;
   static __thread unsigned idle_polls;
   if (!real) real = (progress_fn)dlsym(RTLD_NEXT, "ucp_worker_progress");

@@ -52,7 +52,8 @@ int keyval() {
 bool locally_oversubscribed() {
   static const bool value = [] {
     const char* local = nullptr;
-    for (const char* name : {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS", "PMI_LOCAL_SIZE", "SLURM_NTASKS_PER_NODE"})
+    for (const char* name :
+         {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS", "PMI_LOCAL_SIZE", "SLURM_NTASKS_PER_NODE"})
       if ((local = std::getenv(name))) break;
     const long ranks = local ? std::atol(local) : 0;
     const long processors = sysconf(_SC_NPROCESSORS_ONLN);

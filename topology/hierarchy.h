@@ -30,25 +30,25 @@
 namespace veneer::topology {
 
 struct Hierarchy {
-  MPI_Comm parent = MPI_COMM_NULL;       // the user's communicator this describes (not owned)
+  MPI_Comm parent = MPI_COMM_NULL;  // the user's communicator this describes (not owned)
   int rank = 0;
   int size = 0;
 
-  int node_rank = 0;                     // my index on my node (my lane)
+  int node_rank = 0;  // my index on my node (my lane)
   int node_size = 0;
 
-  int node_count = 0;                    // nodes are numbered by their lowest rank
-  int node_index = 0;                    // my node
+  int node_count = 0;  // nodes are numbered by their lowest rank
+  int node_index = 0;  // my node
 
-  std::vector<int> node_of_rank;         // rank -> node index
-  std::vector<int> local_rank_of;        // rank -> index on its node
+  std::vector<int> node_of_rank;             // rank -> node index
+  std::vector<int> local_rank_of;            // rank -> index on its node
   std::vector<std::vector<int>> node_ranks;  // node index -> its ranks, ascending
 
-  bool node_consecutive = true;          // every node is a run of consecutive ranks
-  bool equal_ranks_per_node = true;      // every node has the same number of ranks
+  bool node_consecutive = true;      // every node is a run of consecutive ranks
+  bool equal_ranks_per_node = true;  // every node has the same number of ranks
   int min_ranks_per_node = 0;
   int max_ranks_per_node = 0;
-  bool pretend = false;                  // nodes given by VENEER_RANKS_PER_NODE or a test, not the hardware
+  bool pretend = false;  // nodes given by VENEER_RANKS_PER_NODE or a test, not the hardware
   // Some real node runs more ranks than it has hardware threads; agreed by all
   // ranks, so that choices depending on it are the same everywhere.
   bool oversubscribed = false;

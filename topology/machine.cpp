@@ -26,14 +26,11 @@ std::string size_text(int64_t bytes) {
     std::snprintf(text, sizeof text, "%lldM", static_cast<long long>(bytes >> 20));
   else if (bytes >= 1024 && bytes % 1024 == 0)
     std::snprintf(text, sizeof text, "%lldK", static_cast<long long>(bytes >> 10));
-  else
-    std::snprintf(text, sizeof text, "%lldB", static_cast<long long>(bytes));
+  else std::snprintf(text, sizeof text, "%lldB", static_cast<long long>(bytes));
   return text;
 }
 
-std::string plural(int n, const char* one, const char* many) {
-  return std::to_string(n) + " " + (n == 1 ? one : many);
-}
+std::string plural(int n, const char* one, const char* many) { return std::to_string(n) + " " + (n == 1 ? one : many); }
 
 // GPUs are display/3D controllers from GPU vendors (a BMC's VGA chip is not
 // one); NICs are Ethernet, InfiniBand and other network controllers.
@@ -57,8 +54,7 @@ void find_locality(hwloc_topology_t topo, hwloc_obj_t obj, PciDevice& dev) {
   }
   if (hwloc_obj_t pkg = hwloc_get_ancestor_obj_by_type(topo, HWLOC_OBJ_PACKAGE, anchor))
     dev.package = static_cast<int>(pkg->logical_index);
-  else if (anchor->type == HWLOC_OBJ_PACKAGE)
-    dev.package = static_cast<int>(anchor->logical_index);
+  else if (anchor->type == HWLOC_OBJ_PACKAGE) dev.package = static_cast<int>(anchor->logical_index);
 }
 
 void find_devices(hwloc_topology_t topo, Machine& m) {

@@ -12,31 +12,31 @@
 namespace veneer::topology {
 
 struct Cache {
-  int level = 0;           // 1, 2, 3, ...
-  int64_t bytes = 0;       // size of one instance
-  int instances = 0;       // how many of them in the machine
+  int level = 0;      // 1, 2, 3, ...
+  int64_t bytes = 0;  // size of one instance
+  int instances = 0;  // how many of them in the machine
 };
 
 enum class DeviceKind { gpu, nic };
 
 struct PciDevice {
   DeviceKind kind = DeviceKind::gpu;
-  std::string name;        // OS name where hwloc knows one (eth0, mlx5_0, card0), else vendor:device
-  std::string bus_id;      // "0000:3b:00.0"
-  int numa_node = -1;      // logical index of the nearest NUMA node, -1 if unknown
-  int package = -1;        // logical index of the nearest package, -1 if unknown
+  std::string name;    // OS name where hwloc knows one (eth0, mlx5_0, card0), else vendor:device
+  std::string bus_id;  // "0000:3b:00.0"
+  int numa_node = -1;  // logical index of the nearest NUMA node, -1 if unknown
+  int package = -1;    // logical index of the nearest package, -1 if unknown
 };
 
 struct Machine {
   int packages = 0;
   int numa_nodes = 0;
   int cores = 0;
-  int pus = 0;             // hardware threads
-  std::vector<Cache> caches;        // data and unified caches, by level
-  std::vector<PciDevice> devices;   // GPUs and NICs
-  int bound_pus = 0;       // PUs this process may run on (its binding), 0 if unknown
-  int bound_numa_node = -1;         // NUMA node holding the whole binding, -1 if it spans several
-  std::string source;      // "this machine", "xml:<path>", "synthetic:<description>"
+  int pus = 0;                     // hardware threads
+  std::vector<Cache> caches;       // data and unified caches, by level
+  std::vector<PciDevice> devices;  // GPUs and NICs
+  int bound_pus = 0;               // PUs this process may run on (its binding), 0 if unknown
+  int bound_numa_node = -1;        // NUMA node holding the whole binding, -1 if it spans several
+  std::string source;              // "this machine", "xml:<path>", "synthetic:<description>"
 
   int gpus() const;
   int nics() const;

@@ -2,6 +2,8 @@
 
 #include <mpi.h>
 
+#include <sys/stat.h>
+#include <unistd.h>
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
@@ -12,8 +14,6 @@
 #include <ctime>
 #include <fstream>
 #include <sstream>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "topology/machine.h"
 
@@ -462,8 +462,8 @@ ProfileCheck profile_from_text(std::string_view text, const Fingerprint* expecte
   if (const json::Value* p2p = doc->find("p2p")) {
     if (!p2p->is_object()) return refuse(ProfileStatus::corrupt, "p2p: expected an object");
     P2pProfile section;
-    for (auto [key, into] : {std::pair{"intra", &section.intra}, std::pair{"inter", &section.inter},
-                             std::pair{"pack", &section.pack}}) {
+    for (auto [key, into] :
+         {std::pair{"intra", &section.intra}, std::pair{"inter", &section.inter}, std::pair{"pack", &section.pack}}) {
       const json::Value* level = p2p->find(key);
       if (!level) continue;
       *into = r.p2p_level(*level, std::string("p2p.") + key);
@@ -473,8 +473,8 @@ ProfileCheck profile_from_text(std::string_view text, const Fingerprint* expecte
   }
   ProfileCheck ok;
   ok.status = ProfileStatus::loaded;
-  ok.why = "fingerprint " + p.fingerprint.digest() + ", " + std::to_string(p.collectives.size()) +
-           " measured points" + (p.created.empty() ? "" : ", created " + p.created);
+  ok.why = "fingerprint " + p.fingerprint.digest() + ", " + std::to_string(p.collectives.size()) + " measured points" +
+           (p.created.empty() ? "" : ", created " + p.created);
   ok.profile = std::move(p);
   return ok;
 }
@@ -532,7 +532,7 @@ std::optional<std::string> write_profile(const Profile& p, const std::string& pa
 
 std::string utc_timestamp() {
   const std::time_t now = std::time(nullptr);
-  std::tm t {};
+  std::tm t{};
   gmtime_r(&now, &t);
   char text[32];
   std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &t);

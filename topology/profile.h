@@ -89,8 +89,8 @@ struct LevelFit {
   double fit_error = 0;  // relative RMS error of the fit
   struct Point {
     int64_t bytes = 0;
-    int pairs = 1;        // concurrent ping-pong pairs
-    double seconds = 0;   // one-way time
+    int pairs = 1;       // concurrent ping-pong pairs
+    double seconds = 0;  // one-way time
   };
   std::vector<Point> points;  // the measurements behind the fit (for people; optional)
 };
@@ -107,7 +107,7 @@ struct CollectivePoint {
   int ranks_per_node = 0;      // the largest node
   int min_ranks_per_node = 0;  // the smallest node
   bool node_consecutive = true;
-  int64_t bytes = 0;           // as the tuning rules count them (algorithms/tuning.h)
+  int64_t bytes = 0;                                  // as the tuning rules count them (algorithms/tuning.h)
   std::vector<std::pair<std::string, Timing>> times;  // "library" and algorithm names
 };
 
@@ -157,7 +157,7 @@ struct Profile {
   std::string machine;      // hwloc summary (informational)
   json::Value calibration;  // how it was measured (informational, kept as written)
   std::optional<LevelFit> intra, inter;
-  int nic_streams = 0;      // 0: not measured
+  int nic_streams = 0;  // 0: not measured
   std::vector<CollectivePoint> collectives;
   std::optional<P2pProfile> p2p;  // absent in profiles written before it existed
 };
@@ -165,12 +165,12 @@ struct Profile {
 // Why a profile was or was not taken.
 enum class ProfileStatus {
   loaded,
-  missing,    // no file
-  unreadable, // a file that cannot be read
-  corrupt,    // not JSON, or members of the wrong type
-  outdated,   // another format version, or written by another Veneer version
-  foreign,    // measured on another machine, MPI library or transport
-  off,        // VENEER_PROFILE=off, Veneer or its collectives disabled
+  missing,     // no file
+  unreadable,  // a file that cannot be read
+  corrupt,     // not JSON, or members of the wrong type
+  outdated,    // another format version, or written by another Veneer version
+  foreign,     // measured on another machine, MPI library or transport
+  off,         // VENEER_PROFILE=off, Veneer or its collectives disabled
 };
 std::string_view status_name(ProfileStatus s);
 

@@ -20,9 +20,9 @@ enum { NAME = 64, MAX_HOSTS = 256 };
 
 struct Report {
   char host[NAME];
-  int node_size;     /* size of the MPI_COMM_TYPE_SHARED communicator */
-  int node_members;  /* ranks of the node communicator with the same hostname as me */
-  int markers_seen;  /* marker files of this job visible in my /dev/shm */
+  int node_size;    /* size of the MPI_COMM_TYPE_SHARED communicator */
+  int node_members; /* ranks of the node communicator with the same hostname as me */
+  int markers_seen; /* marker files of this job visible in my /dev/shm */
 };
 
 static int parse_hosts(const char* text, int* slots) {

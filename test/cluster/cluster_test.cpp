@@ -65,9 +65,9 @@ std::vector<std::string> hostnames() {
   return out;
 }
 
-#define SKIP_OFF_CLUSTER()                                                                   \
-  do {                                                                                       \
-    if (cluster_layout().empty()) GTEST_SKIP() << "not on a netns_cluster.sh cluster";       \
+#define SKIP_OFF_CLUSTER()                                                             \
+  do {                                                                                 \
+    if (cluster_layout().empty()) GTEST_SKIP() << "not on a netns_cluster.sh cluster"; \
   } while (0)
 
 TEST(Cluster, DetectedNodesAreTheHosts) {
@@ -238,10 +238,9 @@ TEST(Cluster, EveryAlgorithmOnTheDetectedNodes) {
           for (int root : std::vector<int>{0, p - 1}) {
             if (root != 0 && c != Collective::bcast && c != Collective::reduce) continue;
             const int salt = count + root * 3 + in_place;
-            const std::string what = std::string(alg::collective_name(c)) + " forced " +
-                                     (choice.empty() ? std::string("auto") : choice) + ", count " +
-                                     std::to_string(count) + (in_place ? ", in place" : "") + ", root " +
-                                     std::to_string(root);
+            const std::string what =
+                std::string(alg::collective_name(c)) + " forced " + (choice.empty() ? std::string("auto") : choice) +
+                ", count " + std::to_string(count) + (in_place ? ", in place" : "") + ", root " + std::to_string(root);
             int rc_ref = MPI_SUCCESS, rc = MPI_SUCCESS;
             const auto expected = run(c, count, root, in_place, salt, true, &rc_ref);
             ASSERT_EQ(rc_ref, MPI_SUCCESS) << what;
@@ -266,9 +265,9 @@ TEST(Cluster, EveryAlgorithmOnTheDetectedNodes) {
       const bool shape_bars = (a->needs.power_of_two && (p & (p - 1))) ||
                               (a->needs.equal_ranks_per_node && !h->equal_ranks_per_node) ||
                               (a->needs.node_consecutive && !h->node_consecutive);
-      if (ran == 0 && rank == 0) std::printf("not eligible on %s: %s %s (%s)\n", h->describe().c_str(),
-                                             std::string(alg::collective_name(c)).c_str(), std::string(a->name).c_str(),
-                                             why_not.c_str());
+      if (ran == 0 && rank == 0)
+        std::printf("not eligible on %s: %s %s (%s)\n", h->describe().c_str(),
+                    std::string(alg::collective_name(c)).c_str(), std::string(a->name).c_str(), why_not.c_str());
       EXPECT_TRUE(ran > 0 || shape_bars) << alg::collective_name(c) << " " << a->name << " never ran: " << why_not;
     }
   }

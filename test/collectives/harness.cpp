@@ -57,7 +57,8 @@ namespace {
 
 // A small deterministic hash of (rank, index, salt): the same values on every run.
 uint32_t mix(int rank, int64_t i, uint32_t salt) {
-  uint64_t x = (static_cast<uint64_t>(rank) + 1) * 0x9E3779B97F4A7C15ull ^ (static_cast<uint64_t>(i) + 7) * 0xC2B2AE3D27D4EB4Full ^
+  uint64_t x = (static_cast<uint64_t>(rank) + 1) * 0x9E3779B97F4A7C15ull ^
+               (static_cast<uint64_t>(i) + 7) * 0xC2B2AE3D27D4EB4Full ^
                static_cast<uint64_t>(salt) * 0x165667B19E3779F9ull;
   x ^= x >> 31;
   x *= 0xD6E8FEB86659FD93ull;
@@ -85,7 +86,10 @@ double floating_value(uint32_t h, Values v) {
 
 template <class T>
 ElementType integer_type(const char* name, MPI_Datatype type) {
-  return ElementType{name, type, Kind::integer, sizeof(T),
+  return ElementType{name,
+                     type,
+                     Kind::integer,
+                     sizeof(T),
                      [](void* e, int rank, int64_t i, Values v, uint32_t salt) {
                        T value = static_cast<T>(integer_value(mix(rank, i, salt), v));
                        std::memcpy(e, &value, sizeof value);
@@ -95,7 +99,10 @@ ElementType integer_type(const char* name, MPI_Datatype type) {
 
 template <class T>
 ElementType floating_type(const char* name, MPI_Datatype type, double tolerance) {
-  return ElementType{name, type, Kind::floating, sizeof(T),
+  return ElementType{name,
+                     type,
+                     Kind::floating,
+                     sizeof(T),
                      [](void* e, int rank, int64_t i, Values v, uint32_t salt) {
                        T value = static_cast<T>(floating_value(mix(rank, i, salt), v));
                        std::memcpy(e, &value, sizeof value);
@@ -117,7 +124,10 @@ struct Pair {
 };
 template <class V>
 ElementType pair_type(const char* name, MPI_Datatype type) {
-  return ElementType{name, type, Kind::pair, sizeof(Pair<V>),
+  return ElementType{name,
+                     type,
+                     Kind::pair,
+                     sizeof(Pair<V>),
                      [](void* e, int rank, int64_t i, Values, uint32_t salt) {
                        uint32_t h = mix(rank, i, salt);
                        auto* p = static_cast<Pair<V>*>(e);
@@ -158,7 +168,10 @@ void affine(void* in, void* inout, int* len, MPI_Datatype* type) {
 }
 
 ElementType affine_type(const char* name, MPI_Datatype type, int64_t extent, size_t c_at) {
-  return ElementType{name, type, Kind::affine, extent,
+  return ElementType{name,
+                     type,
+                     Kind::affine,
+                     extent,
                      [c_at](void* e, int rank, int64_t i, Values, uint32_t salt) {
                        uint32_t h = mix(rank, i, salt);
                        auto* u = static_cast<unsigned*>(e);
@@ -196,10 +209,9 @@ std::vector<TypeCase> reduction_cases() {
     PMPI_Type_commit(&g_affine_gapped);
   }
   const OpCase sum{"SUM", MPI_SUM, Values::any}, prod{"PROD", MPI_PROD, Values::near_one},
-      max{"MAX", MPI_MAX, Values::small}, min{"MIN", MPI_MIN, Values::small},
-      land{"LAND", MPI_LAND, Values::logical}, lor{"LOR", MPI_LOR, Values::logical},
-      lxor{"LXOR", MPI_LXOR, Values::logical}, band{"BAND", MPI_BAND, Values::bits},
-      bor{"BOR", MPI_BOR, Values::bits}, bxor{"BXOR", MPI_BXOR, Values::bits},
+      max{"MAX", MPI_MAX, Values::small}, min{"MIN", MPI_MIN, Values::small}, land{"LAND", MPI_LAND, Values::logical},
+      lor{"LOR", MPI_LOR, Values::logical}, lxor{"LXOR", MPI_LXOR, Values::logical},
+      band{"BAND", MPI_BAND, Values::bits}, bor{"BOR", MPI_BOR, Values::bits}, bxor{"BXOR", MPI_BXOR, Values::bits},
       maxloc{"MAXLOC", MPI_MAXLOC, Values::any}, minloc{"MINLOC", MPI_MINLOC, Values::any},
       plus{"user a+b+1 (commutative)", plus_one_op(), Values::any},
       composition{"user affine composition (non-commutative)", affine_op(), Values::any};

@@ -111,8 +111,14 @@ std::vector<int> counts_the_library_serves(MPI_Comm comm) {
     bool library = true;
     for (Collective c : {Collective::allreduce, Collective::bcast, Collective::reduce, Collective::allgather,
                          Collective::alltoall, Collective::reduce_scatter_block}) {
-      alg::Call call{.collective = c, .sbuf = buffer.data(), .rbuf = buffer.data(), .count = count, .type = MPI_INT,
-                     .scount = count, .stype = MPI_INT, .op = MPI_SUM};
+      alg::Call call{.collective = c,
+                     .sbuf = buffer.data(),
+                     .rbuf = buffer.data(),
+                     .count = count,
+                     .type = MPI_INT,
+                     .scount = count,
+                     .stype = MPI_INT,
+                     .op = MPI_SUM};
       library = library && alg::chosen_for(call, *h) == "library";
     }
     if (library) counts.push_back(count);

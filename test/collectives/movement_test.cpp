@@ -55,7 +55,8 @@ int64_t extent_of(MPI_Datatype t) {
 
 std::vector<unsigned char> patterned(int64_t bytes, int rank, uint32_t salt) {
   std::vector<unsigned char> b(static_cast<size_t>(std::max<int64_t>(bytes, 1)));
-  for (size_t i = 0; i < b.size(); ++i) b[i] = static_cast<unsigned char>((i * 131 + static_cast<size_t>(rank) * 17 + salt) >> 1);
+  for (size_t i = 0; i < b.size(); ++i)
+    b[i] = static_cast<unsigned char>((i * 131 + static_cast<size_t>(rank) * 17 + salt) >> 1);
   return b;
 }
 

@@ -7,8 +7,8 @@
 
 #include <algorithm>
 #include <cstring>
-#include <numeric>
 #include <map>
+#include <numeric>
 #include <set>
 
 #include "algorithms/collectives.h"
@@ -64,7 +64,8 @@ void sweep(Collective c) {
       for (int count : counts_to_try(p)) {
         // Reduce_scatter: uneven counts with zeros, about `count` in all.
         std::vector<int> rcounts(static_cast<size_t>(p));
-        for (int i = 0; i < p; ++i) rcounts[static_cast<size_t>(i)] = (count / p) + ((i * 3 + count) % 4 == 0 ? 0 : i % 3);
+        for (int i = 0; i < p; ++i)
+          rcounts[static_cast<size_t>(i)] = (count / p) + ((i * 3 + count) % 4 == 0 ? 0 : i % 3);
         if (c == Collective::reduce_scatter_block && count > 1000) continue;  // p blocks of count: enough at 1000
         const std::vector<int> roots = c == Collective::reduce ? std::vector<int>{0, p - 1} : std::vector<int>{0};
         for (int root : std::set<int>(roots.begin(), roots.end())) {

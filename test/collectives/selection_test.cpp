@@ -25,8 +25,8 @@ namespace alg = veneer::algorithms;
 
 TEST(Tuning, ParsesRules) {
   std::string error;
-  auto rules = alg::parse_rules(Collective::allreduce, "0-4k:recursive_doubling, 4k-1M:ring|rabenseifner,1M-inf:auto",
-                                &error);
+  auto rules =
+      alg::parse_rules(Collective::allreduce, "0-4k:recursive_doubling, 4k-1M:ring|rabenseifner,1M-inf:auto", &error);
   ASSERT_TRUE(rules) << error;
   ASSERT_EQ(rules->size(), 3u);
   EXPECT_EQ((*rules)[0].lo, 0);
@@ -63,8 +63,8 @@ TEST(Tuning, BareChoiceCoversEverySize) {
 }
 
 TEST(Tuning, RejectsJunk) {
-  for (const char* junk : {"0-4k", "4k-0:ring", "0-4k:nonexistent", "0-x:ring", "0-4k:ring,", "0-4k:ring|",
-                           "0:ring", "0-4k:lanes"}) {
+  for (const char* junk :
+       {"0-4k", "4k-0:ring", "0-4k:nonexistent", "0-x:ring", "0-4k:ring,", "0-4k:ring|", "0:ring", "0-4k:lanes"}) {
     std::string error;
     // lanes is an allreduce algorithm, not a bcast one.
     EXPECT_FALSE(alg::parse_rules(Collective::bcast, junk, &error)) << junk;
@@ -145,8 +145,7 @@ TEST(Selection, PicksTheCheapestAndRespectsTheLibraryMargin) {
         EXPECT_LE(c.predicted_seconds, alg::find_algorithm(Collective::allreduce, name)->predicted_seconds(s, m));
       // With the library: an algorithm only when clearly below its estimate.
       auto a = alg::choose(s, alg::Tuning{}, m);
-      if (a.algorithm)
-        EXPECT_LT(a.predicted_seconds, m.library_margin * a.library_seconds);
+      if (a.algorithm) EXPECT_LT(a.predicted_seconds, m.library_margin * a.library_seconds);
       else
         for (const auto* algo : alg::algorithms_for(Collective::allreduce))
           if (alg::eligible(*algo, s))
@@ -368,7 +367,6 @@ TEST(PublicApi, ConcurrentCollectivesOnTwoCommunicators) {
   PMPI_Comm_free(&comms[0]);
   PMPI_Comm_free(&comms[1]);
 }
-
 
 // Decisions are remembered per (communicator, arguments); a freed
 // communicator's handle may come back for a new one of another size, whose

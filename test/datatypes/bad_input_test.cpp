@@ -130,8 +130,7 @@ TEST_F(BadInput, Pack) {
     // overflow the library does not commit is Veneer's.
     size_t end = std::max(c.outsize, 0);
     bool library_overflows = first_difference(std::span(out_l).subspan(end), std::span(before).subspan(end)) >= 0;
-    if (library_overflows)
-      std::printf("note: the library wrote past outsize in MPI_Pack, %s\n", c.name.c_str());
+    if (library_overflows) std::printf("note: the library wrote past outsize in MPI_Pack, %s\n", c.name.c_str());
     else
       EXPECT_EQ(first_difference(std::span(out_v).subspan(end), std::span(before).subspan(end)), -1)
           << "Veneer wrote past outsize";

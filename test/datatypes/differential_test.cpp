@@ -507,10 +507,8 @@ class Checker {
     MPI_Request send_request = MPI_REQUEST_NULL;
     if (rank == sender) {
       int rc = MPI_SUCCESS;
-      if (self || use_isend)
-        rc = MPI_Isend(s_.buf, s_.count, s_.type, receiver, tag, comm_, &send_request);
-      else
-        rc = MPI_Send(s_.buf, s_.count, s_.type, receiver, tag, comm_);
+      if (self || use_isend) rc = MPI_Isend(s_.buf, s_.count, s_.type, receiver, tag, comm_, &send_request);
+      else rc = MPI_Send(s_.buf, s_.count, s_.type, receiver, tag, comm_);
       same_int(error_class(rc), MPI_SUCCESS, "typed send return code");
       if (!self && send_request != MPI_REQUEST_NULL)
         same_int(error_class(MPI_Wait(&send_request, MPI_STATUS_IGNORE)), MPI_SUCCESS, "typed Isend wait");

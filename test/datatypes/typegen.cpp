@@ -194,30 +194,18 @@ TypeGenerator::Built TypeGenerator::build_any(int depth) {
   int which = 0;
   while (pick >= weights[which]) pick -= weights[which++];
   switch (which) {
-    case 0:
-      return contiguous(depth);
-    case 1:
-      return vector(depth, false);
-    case 2:
-      return vector(depth, true);
-    case 3:
-      return indexed(depth, false, false);
-    case 4:
-      return indexed(depth, true, false);
-    case 5:
-      return indexed(depth, false, true);
-    case 6:
-      return indexed(depth, true, true);
-    case 7:
-      return structure(depth);
-    case 8:
-      return subarray(depth);
-    case 9:
-      return darray(depth);
-    case 10:
-      return resized(depth);
-    default:
-      return dup(depth);
+    case 0: return contiguous(depth);
+    case 1: return vector(depth, false);
+    case 2: return vector(depth, true);
+    case 3: return indexed(depth, false, false);
+    case 4: return indexed(depth, true, false);
+    case 5: return indexed(depth, false, true);
+    case 6: return indexed(depth, true, true);
+    case 7: return structure(depth);
+    case 8: return subarray(depth);
+    case 9: return darray(depth);
+    case 10: return resized(depth);
+    default: return dup(depth);
   }
 }
 
@@ -239,8 +227,7 @@ TypeGenerator::Built TypeGenerator::contiguous(int depth) {
     b.description = "contiguous_c(" + std::to_string(huge) + ", contiguous(0, " + child.description + "))";
     return b;
   }
-  if (b.large_form)
-    MPI_Type_contiguous_c(n, child.type.get(), b.type.replace());
+  if (b.large_form) MPI_Type_contiguous_c(n, child.type.get(), b.type.replace());
   else
 #endif
     MPI_Type_contiguous(n, child.type.get(), b.type.replace());
@@ -282,16 +269,13 @@ TypeGenerator::Built TypeGenerator::vector(int depth, bool bytes) {
     b.beyond_int = true;
   }
 #ifdef VENEER_HAVE_LARGE_COUNT
-  if (b.large_form && bytes)
-    MPI_Type_create_hvector_c(n, blocklength, stride, child.type.get(), b.type.replace());
-  else if (b.large_form)
-    MPI_Type_vector_c(n, blocklength, stride, child.type.get(), b.type.replace());
+  if (b.large_form && bytes) MPI_Type_create_hvector_c(n, blocklength, stride, child.type.get(), b.type.replace());
+  else if (b.large_form) MPI_Type_vector_c(n, blocklength, stride, child.type.get(), b.type.replace());
   else
 #endif
       if (bytes)
     MPI_Type_create_hvector(n, blocklength, stride, child.type.get(), b.type.replace());
-  else
-    MPI_Type_vector(n, blocklength, static_cast<int>(stride), child.type.get(), b.type.replace());
+  else MPI_Type_vector(n, blocklength, static_cast<int>(stride), child.type.get(), b.type.replace());
   b.shape = shape_of(b.type.get());
   if (!fits(b.shape)) return child;
   b.description = form(bytes ? "hvector" : "vector", b.large_form) + std::to_string(n) + ", " +
@@ -361,8 +345,7 @@ TypeGenerator::Built TypeGenerator::indexed(int depth, bool bytes, bool same_blo
       MPI_Type_create_indexed_block_c(n, common, large_displacements.data(), child.type.get(), b.type.replace());
     else if (bytes)
       MPI_Type_create_hindexed_c(n, counts.data(), large_displacements.data(), child.type.get(), b.type.replace());
-    else
-      MPI_Type_indexed_c(n, counts.data(), large_displacements.data(), child.type.get(), b.type.replace());
+    else MPI_Type_indexed_c(n, counts.data(), large_displacements.data(), child.type.get(), b.type.replace());
     name = same_blocklength ? (bytes ? "hindexed_block_c" : "indexed_block_c") : (bytes ? "hindexed_c" : "indexed_c");
   } else
 #endif
@@ -584,16 +567,12 @@ TypeGenerator::Built TypeGenerator::resized(int depth) {
   const TypeShape& c = child.shape;
   int64_t lb = c.lb;
   double r = std::uniform_real_distribution<double>(0, 1)(rng_);
-  if (r < 0.4)
-    lb = c.true_lb - (2 * uniform(0, 3) + 1);
-  else if (r < 0.7)
-    lb = c.lb + (chance(0.5) ? 1 : -1) * (2 * uniform(0, 4) + 1);
+  if (r < 0.4) lb = c.true_lb - (2 * uniform(0, 3) + 1);
+  else if (r < 0.7) lb = c.lb + (chance(0.5) ? 1 : -1) * (2 * uniform(0, 4) + 1);
   int64_t extent = c.true_extent + 2 * uniform(0, 3) + 1;
   r = std::uniform_real_distribution<double>(0, 1)(rng_);
-  if (r < 0.15)
-    extent = uniform(1, std::max<int64_t>(1, c.true_extent - 1)) | 1;
-  else if (r < 0.2)
-    extent = std::max<int64_t>(c.true_extent, 1);
+  if (r < 0.15) extent = uniform(1, std::max<int64_t>(1, c.true_extent - 1)) | 1;
+  else if (r < 0.2) extent = std::max<int64_t>(c.true_extent, 1);
   Built b;
   b.inherit(child);
   b.large_form |= large(0.3);
@@ -604,8 +583,7 @@ TypeGenerator::Built TypeGenerator::resized(int depth) {
     b.beyond_int = true;
   }
 #ifdef VENEER_HAVE_LARGE_COUNT
-  if (b.large_form)
-    MPI_Type_create_resized_c(child.type.get(), lb, extent, b.type.replace());
+  if (b.large_form) MPI_Type_create_resized_c(child.type.get(), lb, extent, b.type.replace());
   else
 #endif
     MPI_Type_create_resized(child.type.get(), lb, extent, b.type.replace());
@@ -832,10 +810,8 @@ class MapWriter {
   // `length` bytes of data; `element_end` if a basic element ends with them.
   void add(int64_t offset, int64_t length, bool element_end = true) {
     if (length <= 0) return;
-    if (!out_.empty() && out_.back().offset + out_.back().length == offset)
-      out_.back().length += length;
-    else
-      out_.push_back({offset, length});
+    if (!out_.empty() && out_.back().offset + out_.back().length == offset) out_.back().length += length;
+    else out_.push_back({offset, length});
     stream_ += length;
     if (ends_ && element_end) ends_->push_back(stream_);
   }
@@ -907,8 +883,7 @@ void expand(const MapNode& n, int64_t base, MapWriter& out) {
   const std::vector<int64_t>& A = n.addresses;
   if (n.size == 0) return;
   switch (n.combiner) {
-    case MPI_COMBINER_NAMED:
-      return expand_named(n.named, base, out);
+    case MPI_COMBINER_NAMED: return expand_named(n.named, base, out);
     case MPI_COMBINER_DUP:
     case MPI_COMBINER_RESIZED:  // bounds change, the type map does not
       return expand(n.children[0], base, out);
@@ -989,8 +964,7 @@ void expand(const MapNode& n, int64_t base, MapWriter& out) {
       }
       return expand_array(n.children[0], base, sizes, indices, I[3 + 4 * ndims] == MPI_ORDER_FORTRAN, out);
     }
-    default:
-      return;  // not made by the generator
+    default: return;  // not made by the generator
   }
 }
 

@@ -1415,9 +1415,7 @@ TEST_F(Device, NeighborAlltoallvOnAPeriodicRing) {
 
 // The receive blocks of MPI_PROC_NULL neighbours (the ends of an open ring)
 // are left untouched by the library, and so by Veneer.
-TEST_F(Device, NeighborAlltoallvOnAnOpenRing) {
-  check_neighbor_ring(false, 104);
-}
+TEST_F(Device, NeighborAlltoallvOnAnOpenRing) { check_neighbor_ring(false, 104); }
 
 TEST_F(Device, NeighborAlltoallvOnADistGraphWithUnequalDegrees) {
   AlltoallTypes t;
@@ -1477,8 +1475,8 @@ void check_alltoallw(MPI_Comm comm, bool neighborhood, const WSide& sp, bool sen
   void* sbuf = send_dev ? src.dev() : src.host();
   void* rbuf = recv_dev ? dst.dev() : dst.host();
   if (neighborhood) {
-    ASSERT_EQ(MPI_Neighbor_alltoallw(sbuf, sp.counts.data(), sp.displs.data(), sp.types.data(), rbuf,
-                                     rp.counts.data(), rp.displs.data(), rp.types.data(), comm),
+    ASSERT_EQ(MPI_Neighbor_alltoallw(sbuf, sp.counts.data(), sp.displs.data(), sp.types.data(), rbuf, rp.counts.data(),
+                                     rp.displs.data(), rp.types.data(), comm),
               MPI_SUCCESS);
     ASSERT_EQ(PMPI_Neighbor_alltoallw(src.host(), sp.counts.data(), sp.displs.data(), sp.types.data(), ref.host(),
                                       rp.counts.data(), rp.displs.data(), rp.types.data(), comm),
@@ -1864,7 +1862,7 @@ struct ReduceCase {
   const char* name;
   bool arithmetic;  // SUM, PROD, MIN, MAX: also on floats
 };
-const ReduceCase kReduceCases[] = {{MPI_SUM, "sum", true},    {MPI_PROD, "prod", true}, {MPI_MIN, "min", true},
+const ReduceCase kReduceCases[] = {{MPI_SUM, "sum", true},    {MPI_PROD, "prod", true},  {MPI_MIN, "min", true},
                                    {MPI_MAX, "max", true},    {MPI_LAND, "land", false}, {MPI_LOR, "lor", false},
                                    {MPI_LXOR, "lxor", false}, {MPI_BAND, "band", false}, {MPI_BOR, "bor", false},
                                    {MPI_BXOR, "bxor", false}};
@@ -1919,8 +1917,7 @@ void check_reductions(MPI_Datatype type, const char* type_name) {
       std::vector<T> want_root(in.size());
       PMPI_Reduce(in.data(), want_root.data(), n, type, c.op, root, MPI_COMM_WORLD);
       DeviceArray<T> rr(reduce_values<T>(in.size(), 98, MPI_SUM));
-      ASSERT_EQ(MPI_Reduce(s.dev(), me == root ? rr.dev() : nullptr, n, type, c.op, root, MPI_COMM_WORLD),
-                MPI_SUCCESS);
+      ASSERT_EQ(MPI_Reduce(s.dev(), me == root ? rr.dev() : nullptr, n, type, c.op, root, MPI_COMM_WORLD), MPI_SUCCESS);
       if (me == root) EXPECT_TRUE(same_bits(rr.get(), want_root));
       EXPECT_TRUE(same_bits(s.get(), in));
     }

@@ -461,13 +461,12 @@ bool EmulatedRuntime::copy_2d(void* dst, size_t dst_pitch, const void* src, size
   });
 }
 
-bool EmulatedRuntime::reduce(kernels::ReduceOp op, kernels::ReduceType type, void* inout, const void* in,
-                             int64_t count, kernels::DeviceStream stream) {
+bool EmulatedRuntime::reduce(kernels::ReduceOp op, kernels::ReduceType type, void* inout, const void* in, int64_t count,
+                             kernels::DeviceStream stream) {
   const size_t size = kernels::reduce_type_size(type);
   const uintptr_t io = reinterpret_cast<uintptr_t>(inout), src = reinterpret_cast<uintptr_t>(in);
   // Refused at launch, as the CUDA launcher refuses them: nothing is queued.
-  if (count < 0 || size == 0 || !kernels::reduce_supported(op, type) || io % size != 0 || src % size != 0)
-    return false;
+  if (count < 0 || size == 0 || !kernels::reduce_supported(op, type) || io % size != 0 || src % size != 0) return false;
   Stream* s = to_stream(stream);
   return enqueue(s, [this, op, type, io, src, count, size, s] {
     const int64_t bytes = count * static_cast<int64_t>(size);

@@ -45,10 +45,10 @@ struct EmulatorCounters {
   int64_t packs = 0, unpacks = 0;  // kernel launches that ran
   int64_t reductions = 0;          // reduce() steps that ran
   int64_t elements_reduced = 0;
-  int64_t copies = 0;              // copy() and copy_2d() steps that ran
-  int64_t copies_2d = 0;           // ... of which copy_2d()
-  int64_t copies_to_host = 0;      // ... whose destination is host memory (pinned or pageable)
-  int64_t copies_from_host = 0;    // ... whose source is host memory
+  int64_t copies = 0;            // copy() and copy_2d() steps that ran
+  int64_t copies_2d = 0;         // ... of which copy_2d()
+  int64_t copies_to_host = 0;    // ... whose destination is host memory (pinned or pageable)
+  int64_t copies_from_host = 0;  // ... whose source is host memory
   int64_t bytes_packed = 0, bytes_unpacked = 0, bytes_copied = 0;
   int64_t failed_steps = 0;         // steps that would have faulted or were refused
   int64_t device_allocations = 0;   // outstanding alloc_device / device_alloc

@@ -20,8 +20,8 @@ using vk::ReduceType;
 
 namespace {
 
-constexpr ReduceOp kOps[] = {ReduceOp::sum,  ReduceOp::prod, ReduceOp::min,  ReduceOp::max, ReduceOp::land,
-                             ReduceOp::lor,  ReduceOp::lxor, ReduceOp::band, ReduceOp::bor, ReduceOp::bxor};
+constexpr ReduceOp kOps[] = {ReduceOp::sum, ReduceOp::prod, ReduceOp::min,  ReduceOp::max, ReduceOp::land,
+                             ReduceOp::lor, ReduceOp::lxor, ReduceOp::band, ReduceOp::bor, ReduceOp::bxor};
 
 // in op inout, the MPI way, without the library's functor.
 template <class T>
@@ -78,8 +78,8 @@ void check_type(ReduceType type) {
     const bool supported = vk::reduce_supported(op, type);
     EXPECT_EQ(supported, std::is_integral_v<T> || op <= ReduceOp::max);
     for (size_t n : {size_t{1}, size_t{7}, size_t{1000}, size_t{65537}}) {
-      SCOPED_TRACE(testing::Message() << "op " << static_cast<int>(op) << " type " << static_cast<int>(type)
-                                      << " n " << n);
+      SCOPED_TRACE(testing::Message() << "op " << static_cast<int>(op) << " type " << static_cast<int>(type) << " n "
+                                      << n);
       const std::vector<T> in = random_values<T>(rng, n), inout = random_values<T>(rng, n);
       const size_t bytes = n * sizeof(T);
       void* d_in = rt.device_alloc(bytes);

@@ -14,9 +14,9 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <random>
-#include <cstring>
 #include <string>
 #include <thread>
 #include <type_traits>

@@ -35,10 +35,8 @@ struct HostThreads {
   template <bool Pack>
   int copy(uintptr_t user, char* packed, int64_t n) {
     kind = vk::Launch::Kind::copy;
-    if (Pack)
-      std::memcpy(packed, reinterpret_cast<void*>(user), static_cast<size_t>(n));
-    else
-      std::memcpy(reinterpret_cast<void*>(user), packed, static_cast<size_t>(n));
+    if (Pack) std::memcpy(packed, reinterpret_cast<void*>(user), static_cast<size_t>(n));
+    else std::memcpy(reinterpret_cast<void*>(user), packed, static_cast<size_t>(n));
     return 0;
   }
   template <int W, bool Pack, class Index>

@@ -163,16 +163,14 @@ int64_t library_bytes_per_type() {
 // The long run's state: the call count and the ranks of the ring.
 struct LongRun {
   int rank = 0, size = 1, left = 0, right = 0;
-  int64_t calls = 0;  // MPI calls made through Veneer, but for polls that completed nothing
-  int64_t polls = 0;  // those polls
+  int64_t calls = 0;            // MPI calls made through Veneer, but for polls that completed nothing
+  int64_t polls = 0;            // those polls
   int64_t types_committed = 0;  // and duplicated
   int64_t round = 0;
   int64_t largest_message = 0;  // bytes of the largest typed message sent
   int64_t largest_device_message = 0;
 
-  uint32_t seed(int who, int salt) const {
-    return static_cast<uint32_t>(round * 7919 + who * 104729 + salt * 13 + 1);
-  }
+  uint32_t seed(int who, int salt) const { return static_cast<uint32_t>(round * 7919 + who * 104729 + salt * 13 + 1); }
 };
 
 // A derived type of one of several constructors, chosen by the round; `scale` sets its size.
@@ -242,7 +240,17 @@ MPI_Datatype make_type(int64_t round, int scale, LongRun& run) {
 
 // How a pair of nonblocking requests (a receive at [0], a send at [1]) is completed.
 enum class Completion {
-  wait, test, waitall, testall, waitany, testany, waitsome, testsome, get_status, free_send, count_
+  wait,
+  test,
+  waitall,
+  testall,
+  waitany,
+  testany,
+  waitsome,
+  testsome,
+  get_status,
+  free_send,
+  count_
 };
 
 // Completes reqs[0..n) with `how`. A poll that completes nothing is counted
@@ -262,8 +270,7 @@ void complete(Completion how, MPI_Request* reqs, int n, LongRun& run) {
       for (int i = 0; i < n; ++i, ++run.calls) MPI_Wait(&reqs[i], &st);
       break;
     case Completion::test:
-      for (int i = 0; i < n; ++i)
-        do {
+      for (int i = 0; i < n; ++i) do {
           MPI_Test(&reqs[i], &flag, &st);
           polled(flag);
         } while (!flag);
@@ -533,7 +540,8 @@ void collectives(MPI_Comm comm, MPI_Datatype type, LongRun& run) {
   }
   run.calls += 7;
   {
-    // Alltoallv of `type`: i + j + 1 (+ 0..2) instances between ranks i and j, with a gap of one instance between blocks.
+    // Alltoallv of `type`: i + j + 1 (+ 0..2) instances between ranks i and j, with a gap of one instance between
+    // blocks.
     auto between = [&](int i, int j) { return i + j + 1 + static_cast<int>(run.round % 3); };
     std::vector<int> scounts(un), sdispls(un), rcounts(un), rdispls(un);
     int sinstances = 0, rinstances = 0;
@@ -602,7 +610,7 @@ void round(LongRun& run, MPI_Datatype kept) {
   MPI_Comm comm = MPI_COMM_NULL;
   switch (run.round % 3) {
     case 0: MPI_Comm_dup(MPI_COMM_WORLD, &comm); break;
-    case 1: MPI_Comm_split(MPI_COMM_WORLD, 0, run.size - run.rank, &comm); break;  // reversed ranks
+    case 1: MPI_Comm_split(MPI_COMM_WORLD, 0, run.size - run.rank, &comm); break;   // reversed ranks
     default: MPI_Comm_split(MPI_COMM_WORLD, run.rank % 2, run.rank, &comm); break;  // evens and odds
   }
   ++run.calls;
@@ -623,9 +631,7 @@ struct Snapshot {
   int64_t calls = 0;
 };
 
-Snapshot snapshot(const LongRun& run) {
-  return {veneer::footprint(), open_fds(), heap_in_use(), run.calls};
-}
+Snapshot snapshot(const LongRun& run) { return {veneer::footprint(), open_fds(), heap_in_use(), run.calls}; }
 
 void print(const char* what, const Snapshot& s, int rank) {
   const Footprint& f = s.f;
@@ -723,8 +729,8 @@ TEST(LongRunTest, MixedCallsKeepVeneerFlat) {
   std::printf(
       "rank %d long run: %lld calls (and %lld polls that completed nothing) in %lld rounds on %d ranks; "
       "the library alone keeps %lld B per type committed\n",
-      run.rank, static_cast<long long>(end.calls), static_cast<long long>(run.polls),
-      static_cast<long long>(run.round), run.size, static_cast<long long>(library_per_type));
+      run.rank, static_cast<long long>(end.calls), static_cast<long long>(run.polls), static_cast<long long>(run.round),
+      run.size, static_cast<long long>(library_per_type));
 }
 
 }  // namespace

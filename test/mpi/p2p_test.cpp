@@ -391,9 +391,9 @@ TEST(Pack, OneRunTypesAreCopiedLikeTheLibrary) {
       EXPECT_EQ(got, ref);
       std::vector<double> back(512, -1.0), lib(512, -1.0);
       pos = ref_pos = 5;
-      ASSERT_EQ(MPI_Unpack(got.data(), static_cast<int>(got.size()), &pos, back.data(), c.count, c.type,
-                           MPI_COMM_WORLD),
-                MPI_SUCCESS);
+      ASSERT_EQ(
+          MPI_Unpack(got.data(), static_cast<int>(got.size()), &pos, back.data(), c.count, c.type, MPI_COMM_WORLD),
+          MPI_SUCCESS);
       PMPI_Unpack(ref.data(), static_cast<int>(ref.size()), &ref_pos, lib.data(), c.count, c.type, MPI_COMM_WORLD);
       EXPECT_EQ(pos, ref_pos);
       EXPECT_EQ(0, std::memcmp(back.data(), lib.data(), back.size() * sizeof(double)));

@@ -57,7 +57,9 @@ bool host_alltoallv() { return !on().disabled && on().alltoallv && on().datatype
 bool collective() { return !on().disabled && on().collectives; }
 bool device_pack() { return host_pack() && on().device; }
 // Device data of a type that is (not) contiguous: with VENEER_DATATYPES=0 only contiguous data is carried.
-bool device_send(bool contiguous) { return !on().disabled && on().p2p && on().device && (contiguous || on().datatypes); }
+bool device_send(bool contiguous) {
+  return !on().disabled && on().p2p && on().device && (contiguous || on().datatypes);
+}
 bool device_alltoallv(bool contiguous) {
   return !on().disabled && on().alltoallv && on().device && (contiguous || on().datatypes);
 }
@@ -358,8 +360,7 @@ TEST_F(Switch, DeviceAlltoallv) {
     DeviceBuffer src(in), dst(std::vector<double>(2 * span_doubles, -1.0));
     {
       Decision d(Counter::alltoall_taken, Counter::alltoall_passed);
-      ASSERT_EQ(MPI_Alltoallv(src.get(), counts, displs, t, dst.get(), counts, displs, t, MPI_COMM_WORLD),
-                MPI_SUCCESS);
+      ASSERT_EQ(MPI_Alltoallv(src.get(), counts, displs, t, dst.get(), counts, displs, t, MPI_COMM_WORLD), MPI_SUCCESS);
       d.check(device_alltoallv(contiguous));
     }
     EXPECT_EQ(dst.host(), ref);

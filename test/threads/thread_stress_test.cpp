@@ -58,12 +58,8 @@ bool thread_multiple() {
 MPI_Datatype make_type(int which, int t) {
   MPI_Datatype type = MPI_DATATYPE_NULL;
   switch (which % 7) {
-    case 0:
-      MPI_Type_vector(50 + t, 1, 3, MPI_DOUBLE, &type);
-      break;
-    case 1:
-      MPI_Type_create_hvector(40, 3, 20, MPI_INT, &type);
-      break;
+    case 0: MPI_Type_vector(50 + t, 1, 3, MPI_DOUBLE, &type); break;
+    case 1: MPI_Type_create_hvector(40, 3, 20, MPI_INT, &type); break;
     case 2: {
       int lens[5] = {1, 3, 2, 5, 1};
       int displs[5] = {0, 4, 11, 17, 30 + t};
@@ -244,7 +240,8 @@ void pack_round(MPI_Comm comm, int t, int r, MPI_Datatype type, int count, Failu
   MPI_Unpack(ours.data(), static_cast<int>(ours.size()), &pos, back.data(), count, type, comm);
   pos = 0;
   PMPI_Unpack(lib.data(), static_cast<int>(lib.size()), &pos, lib_back.data(), count, type, comm);
-  if (back != lib_back) f.note(f.pack, "MPI_Unpack differs, thread " + std::to_string(t) + " round " + std::to_string(r));
+  if (back != lib_back)
+    f.note(f.pack, "MPI_Unpack differs, thread " + std::to_string(t) + " round " + std::to_string(r));
 }
 
 // MPI_Alltoallw with the round's type (taken over: VENEER_ALLTOALL_MAX_BLOCK=1M)
@@ -263,7 +260,8 @@ void alltoallw_round(MPI_Comm comm, int t, int r, MPI_Datatype type, int count, 
     f.note(f.calls, "alltoallw");
   PMPI_Alltoallw(src.data(), counts.data(), displs.data(), types.data(), lib.data(), counts.data(), displs.data(),
                  types.data(), comm);
-  if (ours != lib) f.note(f.collectives, "alltoallw differs, thread " + std::to_string(t) + " round " + std::to_string(r));
+  if (ours != lib)
+    f.note(f.collectives, "alltoallw differs, thread " + std::to_string(t) + " round " + std::to_string(r));
 }
 
 long value(int rank, int t, int r, long i) { return (rank + 1) * 1000003L + t * 7919L + r * 131L + i * 3L; }
@@ -344,8 +342,7 @@ void collectives_round(MPI_Comm comm, int t, int r, Failures& f) {
       }
     // Alltoall: block q of my input goes to rank q
     std::fill(out.begin(), out.end(), -1);
-    if (MPI_Alltoall(in.data(), n, MPI_LONG, out.data(), n, MPI_LONG, comm) != MPI_SUCCESS)
-      f.note(f.calls, "alltoall");
+    if (MPI_Alltoall(in.data(), n, MPI_LONG, out.data(), n, MPI_LONG, comm) != MPI_SUCCESS) f.note(f.calls, "alltoall");
     for (int q = 0; q < p; ++q)
       for (int i = 0; i < n; ++i)
         if (out[static_cast<size_t>(q * n + i)] != value(q, t, r, me * n + i)) {

@@ -27,7 +27,7 @@ int main(int argc, char** argv) {
   MPI_Comm dups[64];
   for (int i = 0; i < extra_dups && i < 64; ++i) MPI_Comm_dup(MPI_COMM_WORLD, &dups[i]);
 
-  for (int round = 0; round < rounds; ++round) {  /* every rank runs every round: collectives stay matched */
+  for (int round = 0; round < rounds; ++round) { /* every rank runs every round: collectives stay matched */
     /* Collectives as an application does them, before building the topology. */
     double params[4] = {0, 0, 0, 0};
     if (rank == 0)

@@ -54,7 +54,9 @@ int main(int argc, char** argv) {
   int all_bad = 0;
   MPI_Reduce(&checksum, &total, 1, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD);
   MPI_Reduce(&bad, &all_bad, 1, MPI_INT, MPI_SUM, 0, MPI_COMM_WORLD);
-  if (rank == 0) printf("ring_app: %d ranks, %d rounds, checksum %.1f, %s\n", size, ROUNDS, total, all_bad ? "MISMATCH" : "verified");
+  if (rank == 0)
+    printf("ring_app: %d ranks, %d rounds, checksum %.1f, %s\n", size, ROUNDS, total,
+           all_bad ? "MISMATCH" : "verified");
   free(out);
   free(in);
   MPI_Type_free(&column);

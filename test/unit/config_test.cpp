@@ -30,7 +30,7 @@ TEST(Config, DefaultsAndSwitches) {
   EXPECT_TRUE(c.datatypes);
   EXPECT_EQ(c.report, 0);
   EXPECT_EQ(c.pack_stream_min, -1);  // -1: from the last-level cache
-  g_env = {{"VENEER_DISABLE", "1"}, {"VENEER_DATATYPES", "0"}, {"VENEER_REPORT", "1"},
+  g_env = {{"VENEER_DISABLE", "1"}, {"VENEER_DATATYPES", "0"},      {"VENEER_REPORT", "1"},
            {"VENEER_LOG", "debug"}, {"VENEER_P2P_MAX_BLOCK", "4k"}, {"VENEER_PACK_STREAM_MIN", "16M"}};
   c = veneer::parse_config(fake_env);
   EXPECT_FALSE(c.enabled);
@@ -49,8 +49,8 @@ TEST(Config, DeviceSwitches) {
   EXPECT_EQ(c.cuda_aware, -1);  // -1: asked from the library
   EXPECT_EQ(c.device_oneshot_max, int64_t{256} << 10);
   EXPECT_EQ(c.device_chunk, int64_t{1} << 20);
-  g_env = {{"VENEER_DEVICE", "0"},           {"VENEER_DEVICE_METHOD", "staged"}, {"VENEER_CUDA_AWARE", "1"},
-           {"VENEER_DEVICE_CHUNK", "64k"},   {"VENEER_DEVICE_ONESHOT_MAX", "1M"}, {"VENEER_PINNED_POOL", "8M"}};
+  g_env = {{"VENEER_DEVICE", "0"},         {"VENEER_DEVICE_METHOD", "staged"},  {"VENEER_CUDA_AWARE", "1"},
+           {"VENEER_DEVICE_CHUNK", "64k"}, {"VENEER_DEVICE_ONESHOT_MAX", "1M"}, {"VENEER_PINNED_POOL", "8M"}};
   c = veneer::parse_config(fake_env);
   EXPECT_FALSE(c.device);
   EXPECT_EQ(c.device_method, veneer::DeviceChoice::staged);

@@ -63,9 +63,9 @@ TEST(Json, ErrorsAreValuesWithAnOffset) {
     const char* text;
     size_t at_least;
   };
-  for (const Case& c : {Case{"", 0}, Case{"{", 1}, Case{"[1,2", 4}, Case{"[1,]", 3}, Case{"{\"a\" 1}", 5},
-                        Case{"{\"a\":1,}", 7}, Case{"{1:2}", 1}, Case{"[1] x", 4}, Case{"tru", 0}, Case{"nul", 0},
-                        Case{"{\"a\":[1,{\"b\":}]}", 12}}) {
+  for (const Case& c :
+       {Case{"", 0}, Case{"{", 1}, Case{"[1,2", 4}, Case{"[1,]", 3}, Case{"{\"a\" 1}", 5}, Case{"{\"a\":1,}", 7},
+        Case{"{1:2}", 1}, Case{"[1] x", 4}, Case{"tru", 0}, Case{"nul", 0}, Case{"{\"a\":[1,{\"b\":}]}", 12}}) {
     ParseError e;
     EXPECT_FALSE(parse(c.text, &e)) << c.text;
     EXPECT_FALSE(e.message.empty()) << c.text;
@@ -117,9 +117,8 @@ TEST(Json, BuildsAndWrites) {
 }
 
 TEST(Json, RoundTrips) {
-  const char* text =
-      R"({"format":"veneer-profile","version":1,"x":[0.1,1e-9,123456789012,-3.3333333333333335,5e-324],)"
-      R"("s":"\u00e9 \"q\" \n","nested":{"a":{"b":[[],{}]}}})";
+  const char* text = R"({"format":"veneer-profile","version":1,"x":[0.1,1e-9,123456789012,-3.3333333333333335,5e-324],)"
+                     R"("s":"\u00e9 \"q\" \n","nested":{"a":{"b":[[],{}]}}})";
   auto v = parse(text);
   ASSERT_TRUE(v);
   for (int indent : {0, 1, 4}) {

@@ -4,12 +4,12 @@
 // choose() allocates nothing. No MPI calls.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
 #include <atomic>
 #include <cmath>
 #include <cstdlib>
 #include <new>
 #include <string>
-#include <unistd.h>
 
 #include "algorithms/measured.h"
 #include "algorithms/select.h"
@@ -364,8 +364,11 @@ TEST(Model, BetweenPointsTheWinnerMustNotBeBehindOnEitherSide) {
 TEST(Model, LibraryFastestMeansLibrary) {
   topo::Profile p;
   p.fingerprint = here();
-  p.collectives.push_back(point("allreduce", 4096, {{"library", 5e-6, 0.02}, {"two_level", 10e-6, 0.02},
-                                                    {"ring", 12e-6, 0.02}, {"recursive_doubling", 7e-6, 0.02}}));
+  p.collectives.push_back(point("allreduce", 4096,
+                                {{"library", 5e-6, 0.02},
+                                 {"two_level", 10e-6, 0.02},
+                                 {"ring", 12e-6, 0.02},
+                                 {"recursive_doubling", 7e-6, 0.02}}));
   const alg::CostModel m = alg::cost_model_from_profile(p);
   auto c = alg::choose(one_node(4096), defaults(), m);
   EXPECT_EQ(name(c), "library");
@@ -464,12 +467,12 @@ TEST(Model, ChooseAllocatesNothingAndCountsDecisions) {
   alg::reset_decision_counts();
   allocations = 0;
   counting = true;
-  alg::Choice a = alg::choose(one_node(4096), t, m);           // measured
-  alg::Choice b = alg::choose(one_node(2048), t, m);           // interpolated
-  alg::Choice c = alg::choose(one_node(4096), forced, m);      // forced
+  alg::Choice a = alg::choose(one_node(4096), t, m);       // measured
+  alg::Choice b = alg::choose(one_node(2048), t, m);       // interpolated
+  alg::Choice c = alg::choose(one_node(4096), forced, m);  // forced
   alg::Shape other = one_node(4096);
   other.ranks = other.min_ranks_per_node = other.max_ranks_per_node = 8;
-  alg::Choice d = alg::choose(other, t, m);                    // fitted
+  alg::Choice d = alg::choose(other, t, m);                                   // fitted
   alg::Choice e = alg::choose(one_node(4096), t, alg::default_cost_model());  // default
   counting = false;
   EXPECT_EQ(allocations, 0);

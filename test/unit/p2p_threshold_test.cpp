@@ -38,7 +38,8 @@ std::vector<topo::P2pPoint> table(const std::vector<int64_t>& blocks, const std:
 
 TEST(P2pThreshold, LargestClassWhereVeneerWinsEverywhere) {
   // Veneer wins clearly up to 64 B, then the library.
-  const auto t = table({1, 8, 64, 256, 1024}, {{5, 6, 4}, {2, 3, 2}, {1.3, 1.5, 1.2}, {0.8, 0.9, 0.7}, {0.5, 0.6, 0.5}});
+  const auto t =
+      table({1, 8, 64, 256, 1024}, {{5, 6, 4}, {2, 3, 2}, {1.3, 1.5, 1.2}, {0.8, 0.9, 0.7}, {0.5, 0.6, 0.5}});
   EXPECT_EQ(topo::p2p_max_block(t), 64);
 }
 

@@ -16,7 +16,7 @@ int main(int argc, char** argv) {
     fprintf(stderr, "dlopen_app: the plugin was not found through its host's RUNPATH\n");
     return 1;
   }
-  if (dlopen("libveneer_test_does_not_exist.so", RTLD_NOW)) return 1;  /* still not found */
+  if (dlopen("libveneer_test_does_not_exist.so", RTLD_NOW)) return 1; /* still not found */
   if (!dlsym(RTLD_DEFAULT, "MPI_Send")) {
     fprintf(stderr, "dlopen_app: libveneer is not loaded (run it preloaded)\n");
     return 1;
