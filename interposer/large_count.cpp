@@ -27,23 +27,6 @@ namespace {
 
 bool fits_int(MPI_Count n) { return n >= INT_MIN && n <= INT_MAX; }
 
-// MPI_Pack/MPI_Unpack's take-over rule (interposer/pack.cpp) in 64 bits: the
-// layout to pack `count` instances of `type` with, or null to pass through.
-const datatypes::Layout* pack_layout(MPI_Count count, MPI_Datatype type, MPI_Count size, const MPI_Count* position,
-                                     MPI_Comm comm) {
-  const Config& c = config();
-  if (!takes_pack(c) || count < 0 || size < 0 || !position || *position < 0 || comm == MPI_COMM_NULL) return nullptr;
-  const datatypes::Layout* layout = datatypes::peek(type);
-  if (!layout || layout->size < 0) return nullptr;
-  int64_t bytes = 0, end = 0;
-  if (__builtin_mul_overflow(layout->size, count, &bytes) || __builtin_add_overflow(*position, bytes, &end) ||
-      end > size)
-    return nullptr;  // the library reports the error
-  // Several runs of large blocks: the library where the profile measured no gain (as in pack.cpp).
-  if (!layout->one_run(count) && layout->mean_block() > c.pack_max_block) return nullptr;
-  return layout;
-}
-
 }  // namespace
 
 extern "C" int MPI_Pack_c(const void* inbuf, MPI_Count incount, MPI_Datatype type, void* outbuf, MPI_Count outsize,
@@ -54,7 +37,7 @@ extern "C" int MPI_Pack_c(const void* inbuf, MPI_Count incount, MPI_Datatype typ
     *position = at;
     return rc;
   }
-  const datatypes::Layout* layout = outbuf ? pack_layout(incount, type, outsize, position, comm) : nullptr;
+  const datatypes::Layout* layout = outbuf && position ? pack_layout(incount, type, outsize, *position, comm) : nullptr;
   if (layout && !cpu_accessible(outbuf, offset_ptr(inbuf, layout->true_lb))) layout = nullptr;
   if (!layout) {
     counters().add(Counter::pack_passed);
@@ -76,7 +59,7 @@ extern "C" int MPI_Unpack_c(const void* inbuf, MPI_Count insize, MPI_Count* posi
     *position = at;
     return rc;
   }
-  const datatypes::Layout* layout = inbuf ? pack_layout(outcount, type, insize, position, comm) : nullptr;
+  const datatypes::Layout* layout = inbuf && position ? pack_layout(outcount, type, insize, *position, comm) : nullptr;
   if (layout && !cpu_accessible(inbuf, offset_ptr(outbuf, layout->true_lb))) layout = nullptr;
   if (!layout) {
     counters().add(Counter::unpack_passed);

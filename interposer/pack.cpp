@@ -53,20 +53,6 @@ enum class Quick { library, copy, full };
   return int64_t{*position} + bytes <= int64_t{size} ? bytes : -1;
 }
 
-// A borrowed pointer (datatypes::peek): valid for this call, which looks up no
-// other type, and free of reference counting on this hot path.
-const datatypes::Layout* pack_layout(int count, MPI_Datatype type, int size, const int* position, MPI_Comm comm) {
-  const Config& c = config();
-  if (!takes_pack(c) || count < 0 || size < 0 || !position || *position < 0 || comm == MPI_COMM_NULL) return nullptr;
-  // Zero bytes (count 0 or a zero-size type) are a valid no-op that Veneer
-  // answers itself: MPICH 4.0's own MPI_Unpack divides by zero on them.
-  const datatypes::Layout* layout = datatypes::peek(type);
-  if (!layout || layout->size < 0) return nullptr;
-  if (int64_t{*position} + layout->size * count > int64_t{size}) return nullptr;
-  // Several runs of large blocks: the library where the profile measured no gain.
-  if (!layout->one_run(count) && layout->mean_block() > c.pack_max_block) return nullptr;
-  return layout;
-}
 // MPI_Pack / MPI_Unpack where either buffer is device memory. Returns false
 // (the caller passes the call through) unless Veneer did it; *rc is then its
 // result. `user` is the typed buffer, `packed` the packed one, at *position.
@@ -107,7 +93,7 @@ bool device_pack_call(bool packing, const void* user, int count, MPI_Datatype ty
 
 [[gnu::noinline]] int pack_slow(const void* inbuf, int incount, MPI_Datatype type, void* outbuf, int outsize,
                                 int* position, MPI_Comm comm) {
-  const datatypes::Layout* layout = outbuf ? pack_layout(incount, type, outsize, position, comm) : nullptr;
+  const datatypes::Layout* layout = outbuf && position ? pack_layout(incount, type, outsize, *position, comm) : nullptr;
   if (layout && !cpu_accessible(outbuf, offset_ptr(inbuf, layout->true_lb))) layout = nullptr;
   if (!layout) {
     if (int rc = 0; kernels::device_memory_possible() &&
@@ -126,7 +112,7 @@ bool device_pack_call(bool packing, const void* user, int count, MPI_Datatype ty
 
 [[gnu::noinline]] int unpack_slow(const void* inbuf, int insize, int* position, void* outbuf, int outcount,
                                   MPI_Datatype type, MPI_Comm comm) {
-  const datatypes::Layout* layout = inbuf ? pack_layout(outcount, type, insize, position, comm) : nullptr;
+  const datatypes::Layout* layout = inbuf && position ? pack_layout(outcount, type, insize, *position, comm) : nullptr;
   if (layout && !cpu_accessible(inbuf, offset_ptr(outbuf, layout->true_lb))) layout = nullptr;
   if (!layout) {
     if (int rc = 0; kernels::device_memory_possible() &&

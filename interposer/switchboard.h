@@ -65,6 +65,29 @@ inline bool cpu_accessible(const void* a, const void* b) {
   return cpu_accessible(a) && cpu_accessible(b);
 }
 
+// MPI_Pack/MPI_Unpack's take-over rule (the int forms in interposer/pack.cpp
+// and the MPI-4 _c forms in interposer/large_count.cpp): the layout to pack
+// `count` instances of `type` with at byte `position` of a packed buffer of
+// `size` bytes, or null to pass the call to the library, which reports its
+// own errors. Zero bytes (count 0 or a zero-size type) are a valid no-op that
+// Veneer answers itself: MPICH 4.0's own MPI_Unpack divides by zero on them.
+// A borrowed pointer (datatypes::peek): valid for this call, which looks up no
+// other type.
+inline const datatypes::Layout* pack_layout(int64_t count, MPI_Datatype type, int64_t size, int64_t position,
+                                            MPI_Comm comm) {
+  const Config& c = config();
+  if (!takes_pack(c) || count < 0 || size < 0 || position < 0 || comm == MPI_COMM_NULL) return nullptr;
+  const datatypes::Layout* layout = datatypes::peek(type);
+  if (!layout || layout->size < 0) return nullptr;
+  int64_t bytes = 0, end = 0;
+  if (__builtin_mul_overflow(layout->size, count, &bytes) || __builtin_add_overflow(position, bytes, &end) ||
+      end > size)
+    return nullptr;
+  // Several runs of large blocks: the library where the profile measured no gain.
+  if (!layout->one_run(count) && layout->mean_block() > c.pack_max_block) return nullptr;
+  return layout;
+}
+
 // The quick answer every send and receive asks first: true when the call
 // certainly goes to the library untouched (switches off, no partner, nothing
 // to move, no device memory possible in this process, a type Veneer knows to
