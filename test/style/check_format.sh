@@ -10,7 +10,7 @@
 #   test/style/check_format.sh [...] -- FILE... # only these files
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
-cd "$root"
+cd "$root" || exit 2
 
 usage() { sed -n '2,10s/^# \{0,1\}//p' "$0"; }
 

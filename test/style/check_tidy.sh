@@ -12,7 +12,7 @@
 # printed as pending and do not fail the check; the list is meant to be emptied.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
-cd "$root"
+cd "$root" || exit 2
 
 usage() { sed -n '2,12s/^# \{0,1\}//p' "$0"; }
 
@@ -52,7 +52,8 @@ echo "== clang-tidy ($("$tidy" --version | grep -o 'version [0-9.]*')) over ${#f
 out=$(mktemp)
 trap 'rm -f "$out" "$out.failing"' EXIT
 start=$(date +%s)
-# Largest files first, so the slowest do not start last.
+# Largest files first, so the slowest do not start last. ($1..$3 expand in the inner shell.)
+# shellcheck disable=SC2016
 printf '%s\n' "${files[@]}" | xargs -d '\n' ls -S |
   xargs -d '\n' -P "$jobs" -I{} sh -c '"$1" -p "$2" --quiet "$3" 2>/dev/null' sh "$tidy" "$db_dir" {} >"$out"
 
