@@ -41,6 +41,7 @@ int run(const Args& a, const Hierarchy& h) {
 
 }  // namespace
 
-extern const Algorithm allgather_ring_algorithm{.collective = Collective::allgather, .name = "ring", .needs = {}, .predicted_seconds = predicted, .run = run};
+extern const Algorithm allgather_ring_algorithm{
+    .collective = Collective::allgather, .name = "ring", .needs = {}, .predicted_seconds = predicted, .run = run};
 
 }  // namespace veneer::algorithms

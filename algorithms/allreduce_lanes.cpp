@@ -36,6 +36,11 @@ int run(const Args& a, const Hierarchy& h) {
 
 }  // namespace
 
-extern const Algorithm allreduce_lanes_algorithm{.collective = Collective::allreduce, .name = "lanes", .needs = {.order = OpOrder::node_order, .equal_ranks_per_node = true}, .hierarchical = true, .predicted_seconds = predicted, .run = run};
+extern const Algorithm allreduce_lanes_algorithm{.collective = Collective::allreduce,
+                                                 .name = "lanes",
+                                                 .needs = {.order = OpOrder::node_order, .equal_ranks_per_node = true},
+                                                 .hierarchical = true,
+                                                 .predicted_seconds = predicted,
+                                                 .run = run};
 
 }  // namespace veneer::algorithms

@@ -50,6 +50,10 @@ int run(const Args& a, const Hierarchy& h) {
 
 }  // namespace
 
-extern const Algorithm allreduce_rabenseifner_algorithm{.collective = Collective::allreduce, .name = "rabenseifner", .needs = {.order = OpOrder::rank_order}, .predicted_seconds = predicted, .run = run};
+extern const Algorithm allreduce_rabenseifner_algorithm{.collective = Collective::allreduce,
+                                                        .name = "rabenseifner",
+                                                        .needs = {.order = OpOrder::rank_order},
+                                                        .predicted_seconds = predicted,
+                                                        .run = run};
 
 }  // namespace veneer::algorithms

@@ -61,6 +61,10 @@ int run(const Args& a, const Hierarchy& h) {
 
 }  // namespace
 
-extern const Algorithm allreduce_recursive_doubling_algorithm{.collective = Collective::allreduce, .name = "recursive_doubling", .needs = {.order = OpOrder::rank_order}, .predicted_seconds = predicted, .run = run};
+extern const Algorithm allreduce_recursive_doubling_algorithm{.collective = Collective::allreduce,
+                                                              .name = "recursive_doubling",
+                                                              .needs = {.order = OpOrder::rank_order},
+                                                              .predicted_seconds = predicted,
+                                                              .run = run};
 
 }  // namespace veneer::algorithms

@@ -55,6 +55,11 @@ int run(const Args& a, const Hierarchy& h) {
 
 }  // namespace
 
-extern const Algorithm allreduce_two_level_algorithm{.collective = Collective::allreduce, .name = "two_level", .needs = {.order = OpOrder::node_order}, .hierarchical = true, .predicted_seconds = predicted, .run = run};
+extern const Algorithm allreduce_two_level_algorithm{.collective = Collective::allreduce,
+                                                     .name = "two_level",
+                                                     .needs = {.order = OpOrder::node_order},
+                                                     .hierarchical = true,
+                                                     .predicted_seconds = predicted,
+                                                     .run = run};
 
 }  // namespace veneer::algorithms

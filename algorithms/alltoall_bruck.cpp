@@ -44,6 +44,7 @@ int run(const Args& a, const Hierarchy& h) {
 
 }  // namespace
 
-extern const Algorithm alltoall_bruck_algorithm{.collective = Collective::alltoall, .name = "bruck", .needs = {}, .predicted_seconds = predicted, .run = run};
+extern const Algorithm alltoall_bruck_algorithm{
+    .collective = Collective::alltoall, .name = "bruck", .needs = {}, .predicted_seconds = predicted, .run = run};
 
 }  // namespace veneer::algorithms

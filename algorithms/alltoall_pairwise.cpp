@@ -35,6 +35,7 @@ int run(const Args& a, const Hierarchy& h) {
 
 }  // namespace
 
-extern const Algorithm alltoall_pairwise_algorithm{.collective = Collective::alltoall, .name = "pairwise", .needs = {}, .predicted_seconds = predicted, .run = run};
+extern const Algorithm alltoall_pairwise_algorithm{
+    .collective = Collective::alltoall, .name = "pairwise", .needs = {}, .predicted_seconds = predicted, .run = run};
 
 }  // namespace veneer::algorithms

@@ -35,6 +35,7 @@ int run(const Args& a, const Hierarchy& h) {
 
 }  // namespace
 
-extern const Algorithm bcast_binomial_algorithm{.collective = Collective::bcast, .name = "binomial", .needs = {}, .predicted_seconds = predicted, .run = run};
+extern const Algorithm bcast_binomial_algorithm{
+    .collective = Collective::bcast, .name = "binomial", .needs = {}, .predicted_seconds = predicted, .run = run};
 
 }  // namespace veneer::algorithms

@@ -58,6 +58,10 @@ int run(const Args& a, const Hierarchy& h) {
 
 }  // namespace
 
-extern const Algorithm bcast_scatter_allgather_algorithm{.collective = Collective::bcast, .name = "scatter_allgather", .needs = {}, .predicted_seconds = predicted, .run = run};
+extern const Algorithm bcast_scatter_allgather_algorithm{.collective = Collective::bcast,
+                                                         .name = "scatter_allgather",
+                                                         .needs = {},
+                                                         .predicted_seconds = predicted,
+                                                         .run = run};
 
 }  // namespace veneer::algorithms

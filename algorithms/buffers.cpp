@@ -4,10 +4,10 @@
 #include <climits>
 #include <cstring>
 
+#include "algorithms/p2p.h"
 #include "datatypes/cache.h"
 #include "datatypes/decode.h"
 #include "datatypes/pack.h"
-#include "algorithms/p2p.h"
 
 namespace veneer::algorithms {
 
@@ -146,7 +146,8 @@ int ByteView::load(int64_t first, int count) {
   if (layout_) {
     // Bytes [first, first + count) elements into the stream of all count_ elements.
     const int64_t want = count * element_bytes;
-    const int64_t n = datatypes::pack(*layout_, count_, user_, first * element_bytes, want, bytes_ + first * element_bytes);
+    const int64_t n =
+        datatypes::pack(*layout_, count_, user_, first * element_bytes, want, bytes_ + first * element_bytes);
     return n == want ? MPI_SUCCESS : MPI_ERR_INTERN;
   }
   MPI_Aint lb = 0, extent = 0;

@@ -53,8 +53,8 @@ int halve(const Folding& f, void* acc, void* tmp, const Blocks& blocks, const Re
     int64_t keep_count = window_count(f, blocks, keep.lo, keep.hi);
     void* mine = element(acc, window_offset(f, blocks, keep.lo), r.type);
     VENEER_TRY(sendrecv(element(acc, window_offset(f, blocks, give.lo), r.type),
-                        window_count(f, blocks, give.lo, give.hi), r.type.handle, partner, tmp, keep_count, r.type.handle,
-                        partner, tag, comm));
+                        window_count(f, blocks, give.lo, give.hi), r.type.handle, partner, tmp, keep_count,
+                        r.type.handle, partner, tag, comm));
     if (upper) {
       VENEER_TRY(reduce_local(tmp, mine, keep_count, r.type, r.op));  // partner's run is the lower one
     } else {

@@ -74,6 +74,10 @@ int run(const Args& a, const Hierarchy& h) {
 
 }  // namespace
 
-extern const Algorithm reduce_binomial_algorithm{.collective = Collective::reduce, .name = "binomial", .needs = {.order = OpOrder::rank_order}, .predicted_seconds = predicted, .run = run};
+extern const Algorithm reduce_binomial_algorithm{.collective = Collective::reduce,
+                                                 .name = "binomial",
+                                                 .needs = {.order = OpOrder::rank_order},
+                                                 .predicted_seconds = predicted,
+                                                 .run = run};
 
 }  // namespace veneer::algorithms

@@ -56,6 +56,10 @@ int run(const Args& a, const Hierarchy& h) {
 
 }  // namespace
 
-extern const Algorithm reduce_reduce_scatter_gather_algorithm{.collective = Collective::reduce, .name = "reduce_scatter_gather", .needs = {.order = OpOrder::rank_order}, .predicted_seconds = predicted, .run = run};
+extern const Algorithm reduce_reduce_scatter_gather_algorithm{.collective = Collective::reduce,
+                                                              .name = "reduce_scatter_gather",
+                                                              .needs = {.order = OpOrder::rank_order},
+                                                              .predicted_seconds = predicted,
+                                                              .run = run};
 
 }  // namespace veneer::algorithms

@@ -60,7 +60,15 @@ int run(const Args& a, const Hierarchy& h) {
 
 }  // namespace
 
-extern const Algorithm reduce_scatter_pairwise_algorithm{.collective = Collective::reduce_scatter, .name = "pairwise", .needs = {.order = OpOrder::rank_order}, .predicted_seconds = predicted, .run = run};
-extern const Algorithm reduce_scatter_block_pairwise_algorithm{.collective = Collective::reduce_scatter_block, .name = "pairwise", .needs = {.order = OpOrder::rank_order}, .predicted_seconds = predicted, .run = run};
+extern const Algorithm reduce_scatter_pairwise_algorithm{.collective = Collective::reduce_scatter,
+                                                         .name = "pairwise",
+                                                         .needs = {.order = OpOrder::rank_order},
+                                                         .predicted_seconds = predicted,
+                                                         .run = run};
+extern const Algorithm reduce_scatter_block_pairwise_algorithm{.collective = Collective::reduce_scatter_block,
+                                                               .name = "pairwise",
+                                                               .needs = {.order = OpOrder::rank_order},
+                                                               .predicted_seconds = predicted,
+                                                               .run = run};
 
 }  // namespace veneer::algorithms

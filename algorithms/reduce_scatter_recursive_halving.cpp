@@ -64,7 +64,15 @@ int run(const Args& a, const Hierarchy& h) {
 
 }  // namespace
 
-extern const Algorithm reduce_scatter_recursive_halving_algorithm{.collective = Collective::reduce_scatter, .name = "recursive_halving", .needs = {.order = OpOrder::rank_order}, .predicted_seconds = predicted, .run = run};
-extern const Algorithm reduce_scatter_block_recursive_halving_algorithm{.collective = Collective::reduce_scatter_block, .name = "recursive_halving", .needs = {.order = OpOrder::rank_order}, .predicted_seconds = predicted, .run = run};
+extern const Algorithm reduce_scatter_recursive_halving_algorithm{.collective = Collective::reduce_scatter,
+                                                                  .name = "recursive_halving",
+                                                                  .needs = {.order = OpOrder::rank_order},
+                                                                  .predicted_seconds = predicted,
+                                                                  .run = run};
+extern const Algorithm reduce_scatter_block_recursive_halving_algorithm{.collective = Collective::reduce_scatter_block,
+                                                                        .name = "recursive_halving",
+                                                                        .needs = {.order = OpOrder::rank_order},
+                                                                        .predicted_seconds = predicted,
+                                                                        .run = run};
 
 }  // namespace veneer::algorithms

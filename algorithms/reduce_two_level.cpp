@@ -39,6 +39,11 @@ int run(const Args& a, const Hierarchy& h) {
 
 }  // namespace
 
-extern const Algorithm reduce_two_level_algorithm{.collective = Collective::reduce, .name = "two_level", .needs = {.order = OpOrder::node_order}, .hierarchical = true, .predicted_seconds = predicted, .run = run};
+extern const Algorithm reduce_two_level_algorithm{.collective = Collective::reduce,
+                                                  .name = "two_level",
+                                                  .needs = {.order = OpOrder::node_order},
+                                                  .hierarchical = true,
+                                                  .predicted_seconds = predicted,
+                                                  .run = run};
 
 }  // namespace veneer::algorithms

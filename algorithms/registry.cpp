@@ -39,9 +39,9 @@ constexpr auto alltoall_list = std::to_array<const Algorithm*>(
     {&alltoall_bruck_algorithm, &alltoall_pairwise_algorithm, &alltoall_node_aware_algorithm});
 
 // Indexed by Collective.
-constexpr auto lists = std::to_array<std::span<const Algorithm* const>>(
-    {allreduce_list, bcast_list, reduce_list, allgather_list, reduce_scatter_list, reduce_scatter_block_list,
-     alltoall_list});
+constexpr auto lists =
+    std::to_array<std::span<const Algorithm* const>>({allreduce_list, bcast_list, reduce_list, allgather_list,
+                                                      reduce_scatter_list, reduce_scatter_block_list, alltoall_list});
 
 constexpr auto names = std::to_array<std::string_view>(
     {"allreduce", "bcast", "reduce", "allgather", "reduce_scatter", "reduce_scatter_block", "alltoall"});

@@ -18,7 +18,7 @@ namespace veneer::algorithms {
 class CallCounts {
  public:
   explicit CallCounts(std::span<const size_t> algorithms_per_collective);
-  void add(size_t collective, size_t slot);               // out of range: ignored
+  void add(size_t collective, size_t slot);              // out of range: ignored
   uint64_t calls(size_t collective, size_t slot) const;  // 0 out of range
   size_t slots(size_t collective) const;                 // algorithms + 1 (the library); 0 out of range
   void reset();

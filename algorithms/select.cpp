@@ -160,8 +160,7 @@ Choice choose(const Shape& s, const Tuning& t, const CostModel& m) {
   return choose_among(algorithms_for(s.collective), s, t, m);
 }
 
-Choice choose_among(std::span<const Algorithm* const> candidates, const Shape& s, const Tuning& t,
-                    const CostModel& m) {
+Choice choose_among(std::span<const Algorithm* const> candidates, const Shape& s, const Tuning& t, const CostModel& m) {
   Choice c = decide(candidates, s, t, m);
   count(c);
   return c;
