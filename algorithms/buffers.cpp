@@ -8,6 +8,7 @@
 #include "datatypes/cache.h"
 #include "datatypes/decode.h"
 #include "datatypes/pack.h"
+#include "support/config.h"
 
 namespace veneer::algorithms {
 
@@ -33,8 +34,30 @@ TempBuffer::TempBuffer(int64_t count, const ElementType& t) {
 }
 
 namespace {
+
 // Bytes a non-contiguous copy moves at a time: bounds its scratch.
 constexpr int64_t kCopyPiece = int64_t{1} << 20;
+
+// Whether Veneer's packer may pack: VENEER_DATATYPES=0 turns the datatype
+// engine off, and the library packs what the collectives move.
+bool veneer_packs(const std::shared_ptr<const datatypes::Layout>& layout) { return layout && config().datatypes; }
+
+// copy() by the library's pack and unpack, in pieces of at most INT_MAX bytes.
+int library_copy(void* dst, const void* src, int64_t count, const ElementType& t) {
+  const int64_t per_piece = std::max<int64_t>(1, INT_MAX / t.size());
+  std::vector<std::byte> packed;
+  for (int64_t done = 0; done < count;) {
+    const int n = static_cast<int>(std::min(per_piece, count - done));
+    int packed_size = 0, position = 0, read = 0;
+    VENEER_TRY(PMPI_Pack_size(n, t.handle, MPI_COMM_SELF, &packed_size));
+    packed.resize(static_cast<size_t>(packed_size));
+    VENEER_TRY(PMPI_Pack(element(src, done, t), n, t.handle, packed.data(), packed_size, &position, MPI_COMM_SELF));
+    VENEER_TRY(PMPI_Unpack(packed.data(), position, &read, element(dst, done, t), n, t.handle, MPI_COMM_SELF));
+    done += n;
+  }
+  return MPI_SUCCESS;
+}
+
 }  // namespace
 
 int copy(void* dst, const void* src, int64_t count, const ElementType& t) {
@@ -45,6 +68,7 @@ int copy(void* dst, const void* src, int64_t count, const ElementType& t) {
                  static_cast<size_t>(count * l.size));
     return MPI_SUCCESS;
   }
+  if (!veneer_packs(t.layout)) return library_copy(dst, src, count, t);
   // The packed stream in pieces: only the type's bytes are written, its gaps keep their values.
   const int64_t total = count * l.size;
   std::vector<std::byte> piece(static_cast<size_t>(std::min(total, kCopyPiece)));
@@ -93,6 +117,7 @@ int ByteView::read(const void* buf, int count, MPI_Datatype type) {
     bytes_ = static_cast<std::byte*>(const_cast<void*>(buf)) + layout_->true_lb;
     return MPI_SUCCESS;
   }
+  if (!veneer_packs(layout_)) layout_.reset();  // the library packs
   if (layout_) {
     packed_.resize(static_cast<size_t>(size_));
     if (datatypes::pack_all(*layout_, count, buf, packed_.data()) != size_) return MPI_ERR_INTERN;
@@ -121,6 +146,7 @@ int ByteView::write(void* buf, int count, MPI_Datatype type, bool preload) {
       bytes_ = static_cast<std::byte*>(buf) + layout_->true_lb;
       return MPI_SUCCESS;
     }
+    if (!veneer_packs(layout_)) layout_.reset();  // the library unpacks
     packed_.resize(static_cast<size_t>(size_));
     bytes_ = packed_.data();
   }
