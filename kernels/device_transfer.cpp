@@ -50,8 +50,11 @@ void release(PooledBuffer::Kind kind, const Pool::Buffer& b) {
 
 size_t round_up(size_t n, size_t to) { return (n + to - 1) / to * to; }
 
-// A resource a transfer needs and did not get (the runtime logged why).
-DeviceStatus unavailable(const char* step) { return DeviceStatus::failure(step, 0, "unavailable", "see above"); }
+// A resource a transfer needs and did not get (a CUDA runtime has logged
+// the cause of the failed acquisition just before).
+DeviceStatus unavailable(const char* step) {
+  return DeviceStatus::failure(step, 0, "unavailable", "the runtime could not provide it");
+}
 
 // Runs the steps of a transfer; on the first failure the rest are skipped,
 // and the streams are always synchronised before returning, so no work still
