@@ -9,6 +9,7 @@
 #include <random>
 
 #include "datatypes/pack.h"
+#include "support/address.h"
 
 namespace veneer::test {
 
@@ -411,7 +412,7 @@ kernels::DeviceStatus EmulatedRuntime::kernel(bool pack, const kernels::DevicePa
       return true;
     }
     // The layout's offsets are relative to `buf`: the same base, in the GPU's view.
-    void* base = reinterpret_cast<void*>(reinterpret_cast<uintptr_t>(user.view) - static_cast<uintptr_t>(lo));
+    void* base = address::at(static_cast<void*>(user.view), -lo);
     const int64_t moved = pack ? datatypes::pack(l, count, base, skip, max_bytes, stream_bytes.view)
                                : datatypes::unpack(l, count, base, skip, max_bytes, stream_bytes.view);
     (pack ? counters_->packs : counters_->unpacks).fetch_add(1);
