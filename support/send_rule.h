@@ -1,0 +1,61 @@
+#pragma once
+// The measured take-over rule for typed sends and receives: per peer level
+// (same node, other node), a table of whether Veneer's way (pack, send bytes,
+// unpack) beat the library's typed transfer beyond both measured spreads, per
+// block class and message size (the calibrated profile's "p2p" rows,
+// topology/profile.h). Plain data, no MPI: installed at MPI_Init from the
+// profile (algorithms/measured.cpp), asked by the switchboard's p2p_layout.
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+namespace veneer {
+
+// Where a point-to-point peer runs relative to this rank. `unknown`: a
+// receive from MPI_ANY_SOURCE on a communicator that spans both levels, or a
+// peer outside MPI_COMM_WORLD (spawned or connected processes).
+enum class PeerLevel : uint8_t { same_node, other_node, unknown };
+
+// One level's table. Outcome per (block class, message size) point: a win
+// (Veneer faster beyond both spreads), a loss, or neither (a tie, or not
+// measured).
+struct SendTable {
+  enum class Outcome : int8_t { loss = -1, none = 0, win = 1 };
+  std::vector<int64_t> blocks;    // block classes, bytes, ascending
+  std::vector<int64_t> sizes;     // message sizes, bytes, ascending
+  std::vector<Outcome> outcomes;  // [block index * sizes.size() + size index]
+
+  // Records a point (grows the axes as needed; a later point replaces an earlier one).
+  void set(int64_t block, int64_t bytes, Outcome outcome);
+  Outcome at(size_t block_index, size_t size_index) const {
+    return outcomes[block_index * sizes.size() + size_index];
+  }
+
+  // Whether to take over a message of `bytes` whose mean contiguous block is
+  // `mean_block` bytes. Only where measured: every table point around it
+  // (the block classes at or just below and above the mean block, the message
+  // sizes at or just below and above `bytes`; beyond the largest class or size,
+  // the largest) must be a win. Below the smallest measured size: no.
+  bool takes(double mean_block, int64_t bytes) const;
+
+  // Bounds for the pass-through fast path: no message below min_bytes() and
+  // no mean block above max_block() is ever taken (max_block() is INT64_MAX
+  // when the largest class wins somewhere, 0 and min_bytes() INT64_MAX when
+  // nothing wins).
+  int64_t max_block() const;
+  int64_t min_bytes() const;
+};
+
+struct SendRules {
+  std::optional<SendTable> same_node, other_node;
+
+  // The rule for a peer at `level`. An unknown level takes over only where
+  // every measured level does. No table for the level: no take-over.
+  bool takes(PeerLevel level, double mean_block, int64_t bytes) const;
+  // The loosest bounds over both tables (see SendTable).
+  int64_t max_block() const;
+  int64_t min_bytes() const;
+  bool empty() const { return !same_node && !other_node; }
+};
+
+}  // namespace veneer
