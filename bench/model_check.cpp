@@ -488,8 +488,9 @@ struct Pair {
 std::vector<Pair> p2p_pairs() {
   const veneer::topology::Hierarchy* h = veneer::topology::hierarchy(MPI_COMM_WORLD);
   auto level = [h](int a, int b) {
-    return !h ? "" : h->node_of_rank[static_cast<size_t>(a)] == h->node_of_rank[static_cast<size_t>(b)] ? " same node"
-                                                                                                         : " other node";
+    return !h                                                                                   ? ""
+           : h->node_of_rank[static_cast<size_t>(a)] == h->node_of_rank[static_cast<size_t>(b)] ? " same node"
+                                                                                                : " other node";
   };
   std::vector<Pair> pairs{{0, 1, std::string("0<->1") + level(0, 1)}};
   if (h && h->node_count >= 2) {
@@ -752,7 +753,8 @@ int main(int argc, char** argv) {
     const veneer::Config& c = veneer::config();
     if (c.send_rules)
       std::printf("# sends: the profile's measured tables per peer level (same node: %s, other node: %s)\n",
-                  c.send_rules->same_node ? "measured" : "none, passed", c.send_rules->other_node ? "measured" : "none, passed");
+                  c.send_rules->same_node ? "measured" : "none, passed",
+                  c.send_rules->other_node ? "measured" : "none, passed");
     else
       std::printf("# sends: taken over up to a mean block of %lld bytes (%s), from %lld bytes\n",
                   static_cast<long long>(c.p2p_max_block),

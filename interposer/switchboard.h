@@ -140,7 +140,8 @@ inline std::shared_ptr<const datatypes::Layout> p2p_layout(const void* buf, int 
   if (bytes < c.p2p_min_bytes || bytes > c.p2p_max_bytes || bytes > INT_MAX || layout->mean_block() > c.p2p_max_block)
     return nullptr;
   if (c.send_rules) {
-    const double mean_block = static_cast<double>(layout->size) / static_cast<double>(std::max<int64_t>(1, layout->block_count));
+    const double mean_block =
+        static_cast<double>(layout->size) / static_cast<double>(std::max<int64_t>(1, layout->block_count));
     if (!c.send_rules->takes(topology::peer_level(comm, peer), mean_block, bytes)) return nullptr;
   }
   if (!cpu_accessible(offset_ptr(buf, layout->true_lb))) return nullptr;

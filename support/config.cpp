@@ -137,8 +137,8 @@ void apply_profile_thresholds(Config& c) {
   };
   // Sends: the per-level tables where the profile has them and the user set
   // neither threshold; else the single threshold, as for the others.
-  const bool user_send_rule = c.p2p_max_block_origin == ThresholdOrigin::environment ||
-                              c.p2p_min_bytes_origin == ThresholdOrigin::environment;
+  const bool user_send_rule =
+      c.p2p_max_block_origin == ThresholdOrigin::environment || c.p2p_min_bytes_origin == ThresholdOrigin::environment;
   c.send_rules = nullptr;
   if (g_profile_send_rules && !g_profile_send_rules->empty() && !user_send_rule) {
     c.send_rules = g_profile_send_rules;

@@ -15,7 +15,8 @@ struct Bracket {
 };
 std::optional<Bracket> bracket(const std::vector<int64_t>& axis, double x) {
   if (axis.empty() || x < static_cast<double>(axis.front())) return std::nullopt;
-  const auto first_above = std::find_if(axis.begin(), axis.end(), [x](int64_t v) { return static_cast<double>(v) >= x; });
+  const auto first_above =
+      std::find_if(axis.begin(), axis.end(), [x](int64_t v) { return static_cast<double>(v) >= x; });
   if (first_above == axis.end()) return Bracket{axis.size() - 1, axis.size() - 1};
   const size_t above = static_cast<size_t>(first_above - axis.begin());
   return Bracket{static_cast<double>(*first_above) == x ? above : above - 1, above};

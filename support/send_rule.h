@@ -27,9 +27,7 @@ struct SendTable {
 
   // Records a point (grows the axes as needed; a later point replaces an earlier one).
   void set(int64_t block, int64_t bytes, Outcome outcome);
-  Outcome at(size_t block_index, size_t size_index) const {
-    return outcomes[block_index * sizes.size() + size_index];
-  }
+  Outcome at(size_t block_index, size_t size_index) const { return outcomes[block_index * sizes.size() + size_index]; }
 
   // Whether to take over a message of `bytes` whose mean contiguous block is
   // `mean_block` bytes. Only where measured: every table point around it

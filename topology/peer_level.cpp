@@ -17,7 +17,7 @@ struct PeerLevels {
   PeerLevel at(int peer) const {
     if (peer == MPI_ANY_SOURCE || of_rank.empty()) return common;
     return peer >= 0 && static_cast<size_t>(peer) < of_rank.size() ? of_rank[static_cast<size_t>(peer)]
-                                                                     : PeerLevel::unknown;
+                                                                   : PeerLevel::unknown;
   }
 };
 

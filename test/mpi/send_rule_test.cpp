@@ -187,7 +187,7 @@ TEST_F(SendRule, TakesOverPerPeerLevelWhereTheProfileMeasuredAGain) {
   EXPECT_EQ(moved_by_veneer(face, 1, 0, 1), me <= 1);
   EXPECT_EQ(moved_by_veneer(face, 1, 1, 0), me <= 1);
   if (n > 2) EXPECT_FALSE(moved_by_veneer(face, 1, 0, 2));  // the other node: the library, on both sides
-  Vector small(256, 1);                                    // 2 KiB: below the smallest measured size
+  Vector small(256, 1);                                     // 2 KiB: below the smallest measured size
   EXPECT_FALSE(moved_by_veneer(small, 1, 0, 1));
   Vector wide(1024, 8);  // 64-byte blocks: a tie within a node, so the library
   EXPECT_FALSE(moved_by_veneer(wide, 8, 0, 1));

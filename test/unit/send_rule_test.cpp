@@ -92,7 +92,7 @@ TEST(SendTable, BoundsHoldEverythingItTakes) {
 
 TEST(SendRules, PerPeerLevel) {
   SendRules r;
-  r.same_node = grid({"www", "www", "lll"});  // one node: packing pays up to 8 B blocks
+  r.same_node = grid({"www", "www", "lll"});   // one node: packing pays up to 8 B blocks
   r.other_node = grid({"www", "lll", "lll"});  // between nodes: only byte blocks
   EXPECT_TRUE(r.takes(PeerLevel::same_node, 8, 8192));
   EXPECT_FALSE(r.takes(PeerLevel::other_node, 8, 8192));
