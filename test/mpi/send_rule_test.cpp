@@ -10,9 +10,11 @@
 #include <mpi.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "algorithms/measured.h"
@@ -92,6 +94,26 @@ TEST_F(SendRule, PeerLevelsOfEveryKindOfCommunicator) {
   MPI_Comm_free(&node);
   MPI_Comm_free(&dup);
   MPI_Comm_free(&reversed);
+
+  // Threads asking about a fresh communicator at once (MPI_THREAD_MULTIPLE):
+  // one cache is built, and every answer is right.
+  int provided = MPI_THREAD_SINGLE;
+  MPI_Query_thread(&provided);
+  if (provided == MPI_THREAD_MULTIPLE) {
+    MPI_Comm fresh = MPI_COMM_NULL;
+    ASSERT_EQ(MPI_Comm_split(MPI_COMM_WORLD, 0, n - me, &fresh), MPI_SUCCESS);
+    std::atomic<int> wrong{0};
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 4; ++t)
+      threads.emplace_back([&] {
+        for (int k = 0; k < 200; ++k)
+          for (int i = 0; i < n; ++i)
+            if (topo::peer_level(fresh, i) != expected_level(me, n - 1 - i)) wrong.fetch_add(1);
+      });
+    for (std::thread& t : threads) t.join();
+    EXPECT_EQ(wrong.load(), 0);
+    MPI_Comm_free(&fresh);
+  }
   topo::forget_world_nodes();
 }
 
