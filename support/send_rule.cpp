@@ -57,21 +57,28 @@ bool SendTable::takes(double mean_block, int64_t bytes) const {
   if (!b || !s) return false;
   for (size_t bi : {b->below, b->above})
     for (size_t si : {s->below, s->above})
-      if (at(bi, si) != Outcome::win) return false;
-  return true;
+      if (at(bi, si) == Outcome::loss) return false;
+  // The nearest point (in log size, each axis) must be a measured win.
+  auto nearest = [](const std::vector<int64_t>& axis, const Bracket& k, double x) {
+    if (k.below == k.above) return k.below;
+    const double lo = static_cast<double>(axis[k.below]), hi = static_cast<double>(axis[k.above]);
+    return x * x <= lo * hi ? k.below : k.above;  // log x - log lo <= log hi - log x
+  };
+  return at(nearest(blocks, *b, std::max(mean_block, static_cast<double>(blocks.front()))),
+            nearest(sizes, *s, static_cast<double>(bytes))) == Outcome::win;
 }
 
 int64_t SendTable::max_block() const {
   for (size_t bi = blocks.size(); bi-- > 0;)
     for (size_t si = 0; si < sizes.size(); ++si)
-      if (at(bi, si) == Outcome::win) return bi + 1 == blocks.size() ? kNever : blocks[bi];
+      if (at(bi, si) == Outcome::win) return bi + 1 == blocks.size() ? kNever : blocks[bi + 1];
   return 0;
 }
 
 int64_t SendTable::min_bytes() const {
   for (size_t si = 0; si < sizes.size(); ++si)
     for (size_t bi = 0; bi < blocks.size(); ++bi)
-      if (at(bi, si) == Outcome::win) return sizes[si];
+      if (at(bi, si) == Outcome::win) return sizes[si == 0 ? 0 : si - 1];
   return kNever;
 }
 

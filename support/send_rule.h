@@ -30,16 +30,20 @@ struct SendTable {
   Outcome at(size_t block_index, size_t size_index) const { return outcomes[block_index * sizes.size() + size_index]; }
 
   // Whether to take over a message of `bytes` whose mean contiguous block is
-  // `mean_block` bytes. Only where measured: every table point around it
+  // `mean_block` bytes. Only where measured: of the table points around it
   // (the block classes at or just below and above the mean block, the message
-  // sizes at or just below and above `bytes`; beyond the largest class or size,
-  // the largest) must be a win. Below the smallest measured size: no.
+  // sizes at or just below and above `bytes`; beyond the largest class or
+  // size, the largest), the nearest (in log size along each axis) must be a
+  // win and none a loss, as the collectives' rule between measured sizes
+  // (algorithms/cost_model.h). Below the smallest measured size: no.
   bool takes(double mean_block, int64_t bytes) const;
 
   // Bounds for the pass-through fast path: no message below min_bytes() and
-  // no mean block above max_block() is ever taken (max_block() is INT64_MAX
-  // when the largest class wins somewhere, 0 and min_bytes() INT64_MAX when
-  // nothing wins).
+  // no mean block above max_block() is ever taken. A win at a point reaches
+  // half-way (in log size) towards the next class and the size below, so the
+  // bounds are the class after the largest winning one (INT64_MAX when the
+  // largest class wins somewhere) and the size before the smallest winning
+  // one; 0 and INT64_MAX when nothing wins.
   int64_t max_block() const;
   int64_t min_bytes() const;
 };

@@ -47,7 +47,7 @@ TEST(SendTable, PointsInAnyOrderMakeOneGrid) {
   EXPECT_EQ(t.at(1, 1), Outcome::loss);
 }
 
-TEST(SendTable, TakesOverOnlyWhereEveryPointAroundWon) {
+TEST(SendTable, TakesOverWhereTheNearestPointWonAndNoneAroundLost) {
   const SendTable t = grid({"www", "ww.", "lll"});
   // On measured points.
   EXPECT_TRUE(t.takes(8, 4096));
@@ -60,8 +60,14 @@ TEST(SendTable, TakesOverOnlyWhereEveryPointAroundWon) {
   EXPECT_FALSE(t.takes(10.7, 8192));
   // Between 1 and 8 bytes at 4-64 KiB: all four won.
   EXPECT_TRUE(t.takes(3.5, 30000));
-  // Between 64 KiB and 1 MiB at 8-byte blocks: 1 MiB tied, so no.
-  EXPECT_FALSE(t.takes(8, 100000));
+  // Between 64 KiB and 1 MiB at 8-byte blocks: nearer 64 KiB (a win), 1 MiB tied: yes;
+  // nearer 1 MiB (the tie): no.
+  EXPECT_TRUE(t.takes(8, 100000));
+  EXPECT_FALSE(t.takes(8, 700000));
+  // A loss on the far side stops it: 20-byte blocks are nearer 8 B (won) than 64 B (lost).
+  EXPECT_FALSE(t.takes(20, 4096));
+  EXPECT_TRUE(t.takes(2, 65536));                                // 1 B nearest, 8 B won too
+  EXPECT_FALSE(grid({"ww.", "www", "lll"}).takes(1.5, 600000));  // nearest (1 B, 1 MiB): a tie
   // Below the smallest size measured: never (per-message costs not measured).
   EXPECT_FALSE(t.takes(1, 2048));
   // Beyond the largest size and class: the largest measured points decide.
@@ -72,18 +78,18 @@ TEST(SendTable, TakesOverOnlyWhereEveryPointAroundWon) {
 
 TEST(SendTable, BoundsHoldEverythingItTakes) {
   const SendTable t = grid({"www", "ww.", "lll"});
-  EXPECT_EQ(t.max_block(), 8);
+  EXPECT_EQ(t.max_block(), 64);  // 8 B won: means up to half-way to 64 B may be taken
   EXPECT_EQ(t.min_bytes(), 4096);
   EXPECT_EQ(grid({"lww", "www", "www"}).max_block(), kNever);  // the largest class won: any block may be taken
-  EXPECT_EQ(grid({"lww", "lw.", "..."}).min_bytes(), 65536);
+  EXPECT_EQ(grid({"lww", "lw.", "..."}).min_bytes(), 4096);    // 64 KiB won: from half-way below it
   const SendTable none = grid({"l..", "...", "lll"});
   EXPECT_EQ(none.max_block(), 0);
   EXPECT_EQ(none.min_bytes(), kNever);
   EXPECT_FALSE(none.takes(1, 1 << 20));
   EXPECT_FALSE(SendTable{}.takes(8, 65536));
   // Exhaustively over a few shapes: whatever is taken lies within the bounds.
-  for (double mb : {1.0, 2.0, 8.0, 9.0, 64.0, 100.0, 5000.0})
-    for (int64_t bytes : {1024, 4096, 5000, 65536, 70000, 1 << 20, 1 << 24})
+  for (double mb : {1.0, 2.0, 8.0, 9.0, 20.0, 22.0, 23.0, 64.0, 100.0, 5000.0})
+    for (int64_t bytes : {1024, 4096, 5000, 16000, 17000, 65536, 70000, 300000, 1 << 20, 1 << 24})
       if (t.takes(mb, bytes)) {
         EXPECT_LE(mb, static_cast<double>(t.max_block()));
         EXPECT_GE(bytes, t.min_bytes());
@@ -100,7 +106,7 @@ TEST(SendRules, PerPeerLevel) {
   // A level that is not known takes over only where every measured level does.
   EXPECT_FALSE(r.takes(PeerLevel::unknown, 8, 8192));
   EXPECT_TRUE(r.takes(PeerLevel::unknown, 1, 8192));
-  EXPECT_EQ(r.max_block(), 8);
+  EXPECT_EQ(r.max_block(), 64);
   EXPECT_EQ(r.min_bytes(), 4096);
   // One node only (no inter-node table): other-node peers pass through.
   r.other_node.reset();
@@ -181,7 +187,7 @@ TEST_F(SendRulesConfig, AProfileInstallsItsTablesAndTheirBounds) {
   set_profile_thresholds(512, 512);  // the single threshold the profile also carries
   set_profile_send_rules(rules());
   ASSERT_NE(config().send_rules, nullptr);
-  EXPECT_EQ(config().p2p_max_block, 8);  // the tables' bounds, for the fast path
+  EXPECT_EQ(config().p2p_max_block, 64);  // the tables' bounds, for the fast path
   EXPECT_EQ(config().p2p_min_bytes, 4096);
   EXPECT_EQ(config().p2p_max_block_origin, ThresholdOrigin::profile);
   EXPECT_EQ(config().p2p_min_bytes_origin, ThresholdOrigin::profile);
