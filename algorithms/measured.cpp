@@ -173,6 +173,9 @@ SendRules send_rules_from_profile(const topology::Profile& p) {
   if (!p.p2p) return rules;
   auto table = [](const topology::P2pLevel& level) {
     SendTable t;
+    // Ties fall back on the level's own block threshold and the built-in smallest message.
+    t.tie_max_block = topology::p2p_max_block(level.points);
+    t.tie_min_bytes = VENEER_DEFAULT_P2P_MIN_BYTES;
     for (const topology::P2pPoint& point : level.points) {
       const topology::P2pOutcome o = topology::p2p_outcome(point);
       t.set(point.block, point.bytes,

@@ -64,18 +64,27 @@ bool SendTable::takes(double mean_block, int64_t bytes) const {
     const double lo = static_cast<double>(axis[k.below]), hi = static_cast<double>(axis[k.above]);
     return x * x <= lo * hi ? k.below : k.above;  // log x - log lo <= log hi - log x
   };
-  return at(nearest(blocks, *b, std::max(mean_block, static_cast<double>(blocks.front()))),
-            nearest(sizes, *s, static_cast<double>(bytes))) == Outcome::win;
+  const Outcome near = at(nearest(blocks, *b, std::max(mean_block, static_cast<double>(blocks.front()))),
+                          nearest(sizes, *s, static_cast<double>(bytes)));
+  return near == Outcome::win ||
+         (near == Outcome::none && mean_block <= static_cast<double>(tie_max_block) && bytes >= tie_min_bytes);
 }
 
-int64_t SendTable::max_block() const {
+int64_t SendTable::max_block() const { return std::max(tie_max_block, max_winning_block()); }
+
+int64_t SendTable::min_bytes() const {
+  return std::min(tie_max_block > 0 ? std::max(tie_min_bytes, sizes.empty() ? kNever : sizes.front()) : kNever,
+                  min_winning_bytes());
+}
+
+int64_t SendTable::max_winning_block() const {
   for (size_t bi = blocks.size(); bi-- > 0;)
     for (size_t si = 0; si < sizes.size(); ++si)
       if (at(bi, si) == Outcome::win) return bi + 1 == blocks.size() ? kNever : blocks[bi + 1];
   return 0;
 }
 
-int64_t SendTable::min_bytes() const {
+int64_t SendTable::min_winning_bytes() const {
   for (size_t si = 0; si < sizes.size(); ++si)
     for (size_t bi = 0; bi < blocks.size(); ++bi)
       if (at(bi, si) == Outcome::win) return sizes[si == 0 ? 0 : si - 1];

@@ -6,6 +6,7 @@
 // topology/profile.h). Plain data, no MPI: installed at MPI_Init from the
 // profile (algorithms/measured.cpp), asked by the switchboard's p2p_layout.
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <vector>
 
@@ -24,6 +25,11 @@ struct SendTable {
   std::vector<int64_t> blocks;    // block classes, bytes, ascending
   std::vector<int64_t> sizes;     // message sizes, bytes, ascending
   std::vector<Outcome> outcomes;  // [block index * sizes.size() + size index]
+  // Where the nearest point is a tie (or not measured), the level's block
+  // threshold decides, as the single threshold did: the largest block class
+  // that won at most sizes (topology::p2p_max_block), from `tie_min_bytes` on.
+  int64_t tie_max_block = 0;
+  int64_t tie_min_bytes = std::numeric_limits<int64_t>::max();
 
   // Records a point (grows the axes as needed; a later point replaces an earlier one).
   void set(int64_t block, int64_t bytes, Outcome outcome);
@@ -33,9 +39,10 @@ struct SendTable {
   // `mean_block` bytes. Only where measured: of the table points around it
   // (the block classes at or just below and above the mean block, the message
   // sizes at or just below and above `bytes`; beyond the largest class or
-  // size, the largest), the nearest (in log size along each axis) must be a
-  // win and none a loss, as the collectives' rule between measured sizes
-  // (algorithms/cost_model.h). Below the smallest measured size: no.
+  // size, the largest), none may be a loss, and the nearest (in log size
+  // along each axis) must be a win, as the collectives' rule between
+  // measured sizes (algorithms/cost_model.h), or a tie within the tie
+  // threshold above. Below the smallest measured size: no.
   bool takes(double mean_block, int64_t bytes) const;
 
   // Bounds for the pass-through fast path: no message below min_bytes() and
@@ -46,6 +53,10 @@ struct SendTable {
   // one; 0 and INT64_MAX when nothing wins.
   int64_t max_block() const;
   int64_t min_bytes() const;
+
+ private:
+  int64_t max_winning_block() const;
+  int64_t min_winning_bytes() const;
 };
 
 struct SendRules {

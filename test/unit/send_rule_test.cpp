@@ -96,6 +96,36 @@ TEST(SendTable, BoundsHoldEverythingItTakes) {
       }
 }
 
+TEST(SendTable, TiesFallBackOnTheLevelsBlockThreshold) {
+  SendTable t = grid({"www", "...", "..."});
+  EXPECT_FALSE(t.takes(8, 32768));  // no threshold for ties: a tie passes
+  t.tie_max_block = 8;
+  t.tie_min_bytes = 16384;
+  EXPECT_TRUE(t.takes(8, 32768));    // nearest (8 B, 64 KiB) a tie, within the threshold
+  EXPECT_FALSE(t.takes(8, 8192));    // a tie below the smallest message for ties
+  EXPECT_FALSE(t.takes(64, 65536));  // a tie above the block threshold
+  EXPECT_TRUE(t.takes(1, 4096));     // wins need neither
+  EXPECT_EQ(t.max_block(), 8);
+  EXPECT_EQ(t.min_bytes(), 4096);
+  // A loss around still stops a tie.
+  SendTable lost = grid({"www", "l..", "..."});
+  lost.tie_max_block = 8;
+  lost.tie_min_bytes = 16384;
+  EXPECT_FALSE(lost.takes(8, 32768));
+  // Only ties, within the threshold: the bounds come from it.
+  SendTable ties = grid({"...", "...", "lll"});
+  ties.tie_max_block = 8;
+  ties.tie_min_bytes = 16384;
+  EXPECT_EQ(ties.max_block(), 8);
+  EXPECT_EQ(ties.min_bytes(), 16384);
+  for (double mb : {1.0, 8.0, 9.0, 64.0})
+    for (int64_t bytes : {4096, 16383, 16384, 65536, 1 << 22})
+      if (ties.takes(mb, bytes)) {
+        EXPECT_LE(mb, 8.0);
+        EXPECT_GE(bytes, 16384);
+      }
+}
+
 TEST(SendRules, PerPeerLevel) {
   SendRules r;
   r.same_node = grid({"www", "www", "lll"});   // one node: packing pays up to 8 B blocks
