@@ -89,7 +89,7 @@ int blocking_send(SendFn fn, const void* buf, int count, MPI_Datatype type, int 
     counters().add(Counter::device_passed);
     return fn(buf, count, type, dest, tag, comm);
   }
-  auto layout = p2p_layout(buf, count, type, dest);
+  auto layout = p2p_layout(buf, count, type, dest, comm);
   if (!layout) {
     counters().add(Counter::send_passed);
     return fn(buf, count, type, dest, tag, comm);
@@ -125,7 +125,7 @@ int nonblocking_send(IsendFn fn, const void* buf, int count, MPI_Datatype type, 
     }
     return rc;
   }
-  auto layout = request ? p2p_layout(buf, count, type, dest) : nullptr;
+  auto layout = request ? p2p_layout(buf, count, type, dest, comm) : nullptr;
   if (!layout) {
     counters().add(Counter::send_passed);
     return fn(buf, count, type, dest, tag, comm, request);
@@ -197,7 +197,7 @@ namespace {
     counters().add(Counter::recv_taken);
     return rc;
   }
-  auto layout = p2p_layout(buf, count, type, source);
+  auto layout = p2p_layout(buf, count, type, source, comm);
   if (!layout) {
     counters().add(Counter::recv_passed);
     return next::Recv(buf, count, type, source, tag, comm, status);
@@ -236,7 +236,7 @@ namespace {
     }
     return rc;
   }
-  auto layout = request ? p2p_layout(buf, count, type, source) : nullptr;
+  auto layout = request ? p2p_layout(buf, count, type, source, comm) : nullptr;
   if (!layout) {
     counters().add(Counter::recv_passed);
     return next::Irecv(buf, count, type, source, tag, comm, request);
@@ -333,8 +333,8 @@ extern "C" int MPI_Sendrecv(const void* sendbuf, int sendcount, MPI_Datatype sen
                             MPI_Status* status) {
   device::Carried sdev = carried(sendbuf, sendcount, sendtype, dest);
   device::Carried rdev = carried(recvbuf, recvcount, recvtype, source);
-  auto slayout = sdev ? nullptr : p2p_layout(sendbuf, sendcount, sendtype, dest);
-  auto rlayout = rdev ? nullptr : p2p_layout(recvbuf, recvcount, recvtype, source);
+  auto slayout = sdev ? nullptr : p2p_layout(sendbuf, sendcount, sendtype, dest, comm);
+  auto rlayout = rdev ? nullptr : p2p_layout(recvbuf, recvcount, recvtype, source, comm);
   auto pass = [&] {
     return next::Sendrecv(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag,
                           comm, status);
@@ -415,7 +415,7 @@ extern "C" int MPI_Sendrecv_replace(void* buf, int count, MPI_Datatype type, int
     counters().add(Counter::recv_taken);
     return rc;
   }
-  auto layout = p2p_layout(buf, count, type, peer);
+  auto layout = p2p_layout(buf, count, type, peer, comm);
   if (!layout) {
     counters().add(Counter::send_passed);
     return pass();
