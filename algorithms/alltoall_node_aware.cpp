@@ -64,11 +64,12 @@ int run(const Args& a, const Hierarchy& h) {
       std::memcpy(sorted.data() + t * row + x * b, arrived.data() + from, static_cast<size_t>(b));
     }
   std::vector<MPI_Request> requests(static_cast<size_t>(local - 1), MPI_REQUEST_NULL);
-  for (int t = 1; t < local; ++t)
-    VENEER_TRY(isend(sorted.data() + t * row, row, MPI_BYTE, t, Tag::alltoall, h.node_comm(),
-                     &requests[static_cast<size_t>(t - 1)]));
+  int posting = MPI_SUCCESS;
+  for (int t = 1; t < local && posting == MPI_SUCCESS; ++t)
+    posting = isend(sorted.data() + t * row, row, MPI_BYTE, t, Tag::alltoall, h.node_comm(),
+                    &requests[static_cast<size_t>(t - 1)]);
   std::memcpy(out, sorted.data(), static_cast<size_t>(row));
-  return PMPI_Waitall(static_cast<int>(requests.size()), requests.data(), MPI_STATUSES_IGNORE);
+  return wait_all(requests, posting);
 }
 
 }  // namespace

@@ -14,16 +14,15 @@ int gather_linear(const void* input, void* buf, int64_t count, MPI_Datatype type
   VENEER_TRY(PMPI_Comm_rank(comm, &rank));
   if (rank != 0) return send(input, count, type, 0, tag, comm);
   std::vector<MPI_Request> requests(static_cast<size_t>(p > 1 ? p - 1 : 0), MPI_REQUEST_NULL);
-  for (int i = 1; i < p; ++i)
-    VENEER_TRY(irecv(static_cast<std::byte*>(buf) + i * count * extent, count, type, i, tag, comm,
-                     &requests[static_cast<size_t>(i - 1)]));
   int rc = MPI_SUCCESS;
-  if (input != buf && count > 0) {
+  for (int i = 1; i < p && rc == MPI_SUCCESS; ++i)
+    rc = irecv(static_cast<std::byte*>(buf) + i * count * extent, count, type, i, tag, comm,
+               &requests[static_cast<size_t>(i - 1)]);
+  if (rc == MPI_SUCCESS && input != buf && count > 0) {
     // Own block: a self-message keeps any type's layout right without a type description.
     rc = sendrecv(input, count, type, 0, buf, count, type, 0, tag, comm);
   }
-  int wait_rc = PMPI_Waitall(static_cast<int>(requests.size()), requests.data(), MPI_STATUSES_IGNORE);
-  return rc != MPI_SUCCESS ? rc : wait_rc;
+  return wait_all(requests, rc);
 }
 
 }  // namespace veneer::algorithms

@@ -4,6 +4,7 @@
 #include <mpi.h>
 
 #include <cstdint>
+#include <vector>
 
 namespace veneer::algorithms {
 
@@ -39,6 +40,14 @@ inline int isend(const void* buf, int64_t count, MPI_Datatype type, int dest, Ta
 
 inline int irecv(void* buf, int64_t count, MPI_Datatype type, int source, Tag tag, MPI_Comm comm, MPI_Request* req) {
   return PMPI_Irecv(buf, static_cast<int>(count), type, source, static_cast<int>(tag), comm, req);
+}
+
+// Completes every posted request (those left MPI_REQUEST_NULL are skipped)
+// and returns the first error: `posting`, from posting them, or the wait's.
+// A failed post must not return while others are in flight on its buffers.
+inline int wait_all(std::vector<MPI_Request>& requests, int posting) {
+  const int rc = PMPI_Waitall(static_cast<int>(requests.size()), requests.data(), MPI_STATUSES_IGNORE);
+  return posting != MPI_SUCCESS ? posting : rc;
 }
 
 // Chains MPI return codes: the first error wins.

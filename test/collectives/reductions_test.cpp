@@ -99,7 +99,9 @@ void sweep(Collective c) {
                                          std::to_string(count) + (in_place ? ", in place" : "") + ", root " +
                                          std::to_string(root);
                 if (!rc) {
-                  // Only order-sensitive algorithms may refuse, and only non-commutative ops.
+                  // Every case is a call Veneer takes (derived types included: their layouts are known)...
+                  if (!algorithms::shape_of(call, *layout.h)) failures.add(what + ": not admitted: " + why);
+                  // ...and only order-sensitive algorithms may refuse, and only non-commutative ops.
                   int commutative = 1;
                   PMPI_Op_commutative(oc.op, &commutative);
                   if (commutative && a->needs.order != algorithms::OpOrder::rank_order &&
