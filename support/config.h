@@ -55,6 +55,8 @@ struct Config {
   // Alltoallv/w take-over rule, same meaning (VENEER_ALLTOALL_MAX_BLOCK).
   int64_t alltoall_max_block = VENEER_DEFAULT_P2P_MAX_BLOCK;
   ThresholdOrigin alltoall_max_block_origin = ThresholdOrigin::built_in;
+  // Smallest Alltoallv/w block (bytes) that Veneer packs (VENEER_ALLTOALL_MIN_BYTES).
+  int64_t alltoall_min_bytes = 0;
   // MPI_Pack/MPI_Unpack take-over rule for types of several contiguous runs:
   // a mean block of at most this many bytes (VENEER_PACK_MAX_BLOCK). Without
   // a profile, every decoded type (Veneer's packer was measured as fast or

@@ -33,6 +33,8 @@ enum class Counter : int {
   device_passed,
   device_via_host,
   device_combines,
+  alltoall_blocks_staged,
+  alltoall_blocks_typed,
   count_  // number of counters
 };
 
@@ -57,7 +59,9 @@ inline constexpr const char* counter_name(Counter c) {
                                    "device moves on device",
                                    "device buffers passed through",
                                    "device moves through a host copy of the span",
-                                   "reduction combines on the device"};
+                                   "reduction combines on the device",
+                                   "alltoallv/w blocks staged",
+                                   "alltoallv/w blocks typed"};
   return names[static_cast<int>(c)];
 }
 
