@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <array>
 #include <climits>
+#include <cstring>
 #include <cstddef>
 #include <memory>
 #include <memory_resource>
@@ -39,23 +40,26 @@ enum class Path : uint8_t {
   device_staged,  // device memory packed on the GPU into pinned (CUDA-aware library: device) staging
 };
 
-// One peer's block of one side, described once.
+// One peer's block of one side, described once. Trivial to build: the
+// references a staged block needs are held by its Side.
 struct Block {
   Path path = Path::typed;
   bool moves = false;  // count > 0 and a real peer (not a Cartesian MPI_PROC_NULL)
   int count = 0;
   MPI_Datatype type = MPI_DATATYPE_NULL;
-  uintptr_t address = 0;  // the user's buffer + the block's byte displacement (integers: MPI_BOTTOM)
-  int64_t bytes = 0;      // staged: packed bytes
-  int64_t offset = 0;     // staged: where in the side's staging buffer
-  std::shared_ptr<const Layout> layout;  // host_packed
-  device::Carried carried;               // device_staged
+  uintptr_t address = 0;           // the user's buffer + the block's byte displacement (integers: MPI_BOTTOM)
+  int64_t bytes = 0;               // staged: packed bytes
+  int64_t offset = 0;              // staged: where in the side's staging buffer
+  const Layout* layout = nullptr;  // host_packed: held by Side::layouts
+  int carried = -1;                // device_staged: index into Side::carried
 };
 
 // One side (send or receive) of the call.
 struct Side {
-  explicit Side(std::pmr::memory_resource* m) : blocks(m) {}
+  explicit Side(std::pmr::memory_resource* m) : blocks(m), layouts(m), carried(m) {}
   std::pmr::vector<Block> blocks;
+  std::pmr::vector<std::shared_ptr<const Layout>> layouts;  // of the host_packed blocks
+  std::pmr::vector<device::Carried> carried;                // of the device_staged blocks
   bool device = false;  // the buffer is device memory: its moving blocks are staged through the GPU
   int staged = 0;       // blocks not typed
   int64_t staged_bytes = 0;
@@ -124,16 +128,98 @@ bool mark_absent(MPI_Comm comm, bool neighborhood, std::pmr::vector<char>& absen
   return true;
 }
 
-// The first description of a side's blocks, from borrowed layouts (no
-// reference counts): which host blocks pay to pack, which device blocks are
-// staged. `type_at(i)` and `disp_at(i, layout)` give block i's type and byte
-// displacement. Returns the number of blocks not typed.
+// The one scan a call that Veneer leaves alone costs: whether any block of a
+// side might be staged (a device buffer with something to move, or a host
+// block that pays to pack by the borrowed layout of its type).
+template <class TypeAt>
+bool worth_a_look(int n, const int* counts, bool device_side, bool packers, TypeAt type_at) {
+  const Config& c = config();
+  for (int i = 0; i < n; ++i) {
+    if (counts[i] <= 0) continue;
+    if (device_side || (packers && alltoall_block_packs(c, datatypes::peek(type_at(i)), counts[i]))) return true;
+  }
+  return false;
+}
+
+// The last call shape this thread passed through, so that the same call
+// again (a halo exchange makes one every step) is recognised by comparing its
+// counts and types instead of looking up every type. Only a pass is
+// remembered, so a stale entry could only pass a call the rule would take,
+// never the reverse; it is dropped when a type leaves the cache (the epoch)
+// or the rule's settings change.
+struct PassMemo {
+  int form = -1;  // which entry point (and whether in place)
+  uint64_t epoch = 0;
+  int64_t max_block = 0, min_bytes = 0, max_bytes = 0;
+  std::vector<int> counts;          // send counts, then receive counts
+  std::vector<MPI_Datatype> types;  // send types, then receive types
+
+  bool holds(int f, const Config& c, uint64_t e) const {
+    return form == f && epoch == e && max_block == c.alltoall_max_block && min_bytes == c.alltoall_min_bytes &&
+           max_bytes == c.p2p_max_bytes;
+  }
+};
+constinit thread_local PassMemo* t_memo [[gnu::tls_model("initial-exec")]] = nullptr;
+
+PassMemo& pass_memo() {
+  if (!t_memo) {
+    struct Owner {
+      std::unique_ptr<PassMemo> memo = std::make_unique<PassMemo>();
+      ~Owner() { t_memo = nullptr; }
+    };
+    thread_local Owner owner;
+    t_memo = owner.memo.get();
+  }
+  return *t_memo;
+}
+
+// One side's counts and types (Alltoallv: one type for every block).
+struct Shape {
+  int n = 0;
+  const int* counts = nullptr;
+  const MPI_Datatype* types = nullptr;
+  int ntypes = 0;
+};
+
+bool same(const PassMemo& m, const Shape& s, const Shape& r) {
+  const auto sn = static_cast<size_t>(s.n), rn = static_cast<size_t>(r.n);
+  const auto st = static_cast<size_t>(s.ntypes), rt = static_cast<size_t>(r.ntypes);
+  if (m.counts.size() != sn + rn || m.types.size() != st + rt) return false;
+  // memcmp: vectorised, and a count of 0 compares nothing (the pointers may be null then).
+  auto equal = [](const void* a, const void* b, size_t bytes) { return bytes == 0 || std::memcmp(a, b, bytes) == 0; };
+  return equal(s.counts, m.counts.data(), sn * sizeof(int)) && equal(r.counts, m.counts.data() + sn, rn * sizeof(int)) &&
+         equal(s.types, m.types.data(), st * sizeof(MPI_Datatype)) &&
+         equal(r.types, m.types.data() + st, rt * sizeof(MPI_Datatype));
+}
+
+// True if this thread passed the same shape through last time, with nothing changed since.
+bool passed_before(int form, const Shape& s, const Shape& r) {
+  const PassMemo* m = t_memo;
+  return m && m->holds(form, config(), datatypes::detail::g_epoch.load(std::memory_order_acquire)) && same(*m, s, r);
+}
+
+void remember_pass(int form, const Shape& s, const Shape& r, uint64_t epoch) {
+  PassMemo& m = pass_memo();
+  const Config& c = config();
+  m.form = form;
+  m.epoch = epoch;
+  m.max_block = c.alltoall_max_block;
+  m.min_bytes = c.alltoall_min_bytes;
+  m.max_bytes = c.p2p_max_bytes;
+  m.counts.assign(s.counts, s.counts + s.n);
+  m.counts.insert(m.counts.end(), r.counts, r.counts + r.n);
+  m.types.assign(s.types, s.types + s.ntypes);
+  m.types.insert(m.types.end(), r.types, r.types + r.ntypes);
+}
+
+// The description of a side's blocks, from borrowed layouts (no reference
+// counts): which host blocks pay to pack, which device blocks are staged.
+// `type_at(i)` and `disp_at(i, layout)` give block i's type and byte displacement.
 template <class TypeAt, class DispAt>
-int scan(Side& s, int n, const void* buf, const int* counts, const std::pmr::vector<char>& absent, bool packers,
-         TypeAt type_at, DispAt disp_at) {
+void describe(Side& s, int n, const void* buf, const int* counts, const std::pmr::vector<char>& absent, bool packers,
+              TypeAt type_at, DispAt disp_at) {
   const Config& c = config();
   s.blocks.resize(static_cast<size_t>(n));
-  int staged = 0;
   for (int i = 0; i < n; ++i) {
     Block& b = s.blocks[static_cast<size_t>(i)];
     b.count = counts[i];
@@ -147,9 +233,7 @@ int scan(Side& s, int n, const void* buf, const int* counts, const std::pmr::vec
     } else if (alltoall_block_packs(c, l, b.count)) {
       b.path = Path::host_packed;
     }
-    staged += b.path != Path::typed;
   }
-  return staged;
 }
 
 // Whether the CPU may touch a host block (device memory reached through a
@@ -163,24 +247,27 @@ bool host_reachable(const Block& b, const Layout& l) {
 // packer). `must` (the block is staged because the form cannot mix it with
 // staged blocks typed): any block Veneer can carry is staged, else false;
 // otherwise a block that does not pay or cannot be carried becomes typed.
-bool resolve(Block& b, bool device_side, bool must) {
-  if (device_side) {
+bool resolve(Side& s, Block& b, bool must) {
+  if (s.device) {
     // Not `must`: a device block the library reads itself (contiguous, CUDA-aware library) stays typed.
-    b.carried = device::classify(reinterpret_cast<const void*>(b.address), b.count, b.type, !must);
-    if (b.carried) {
+    device::Carried carried = device::classify(reinterpret_cast<const void*>(b.address), b.count, b.type, !must);
+    if (carried) {
       b.path = Path::device_staged;
-      b.bytes = b.carried.bytes;
+      b.bytes = carried.bytes;
+      b.carried = static_cast<int>(s.carried.size());
+      s.carried.push_back(std::move(carried));
       return true;
     }
   } else {
-    b.layout = datatypes::lookup(b.type);
-    if (b.layout && (must ? b.layout->size > 0 : alltoall_block_packs(config(), b.layout.get(), b.count)) &&
-        host_reachable(b, *b.layout)) {
+    auto layout = datatypes::lookup(b.type);
+    if (layout && (must ? layout->size > 0 : alltoall_block_packs(config(), layout.get(), b.count)) &&
+        host_reachable(b, *layout)) {
       b.path = Path::host_packed;
-      b.bytes = b.layout->size * int64_t{b.count};
+      b.bytes = layout->size * int64_t{b.count};
+      b.layout = layout.get();
+      s.layouts.push_back(std::move(layout));
       return true;
     }
-    b.layout.reset();
   }
   b.path = Path::typed;
   return !must;
@@ -193,7 +280,7 @@ bool resolve(Block& b, bool device_side, bool must) {
 bool resolve_side(Side& s, bool all) {
   s.staged = 0;
   for (Block& b : s.blocks) {
-    if (b.moves && (all ? b.path == Path::typed : b.path != Path::typed) && !resolve(b, s.device, all)) return false;
+    if (b.moves && (all ? b.path == Path::typed : b.path != Path::typed) && !resolve(s, b, all)) return false;
     s.staged += b.path != Path::typed;
   }
   return true;
@@ -210,7 +297,7 @@ bool allocate(Side& s) {
     if (b.bytes > INT_MAX || off > INT_MAX) return false;
     b.offset = off;
     off += b.bytes;
-    if (b.path == Path::device_staged) rt = b.carried.rt;
+    if (b.path == Path::device_staged) rt = s.carried[static_cast<size_t>(b.carried)].rt;
   }
   if (off > INT_MAX || off > config().p2p_max_bytes) return false;
   s.staged_bytes = off;
@@ -251,7 +338,8 @@ bool pack_side(const Side& s) {
       datatypes::pack_all(*b.layout, b.count, at, s.staging + b.offset);
       counters().add(Counter::bytes_packed, static_cast<uint64_t>(b.bytes));
     } else if (b.path == Path::device_staged) {
-      if (!device::pack_into(b.carried, b.count, at, s.staging + b.offset, on_device)) return false;
+      if (!device::pack_into(s.carried[static_cast<size_t>(b.carried)], b.count, at, s.staging + b.offset, on_device))
+        return false;
     }
   }
   return true;
@@ -268,7 +356,8 @@ int unpack_side(const Side& s) {
       datatypes::unpack_all(*b.layout, b.count, at, s.staging + b.offset);
       counters().add(Counter::bytes_unpacked, static_cast<uint64_t>(b.bytes));
     } else if (b.path == Path::device_staged &&
-               !device::unpack_from(b.carried, b.count, at, s.staging + b.offset, b.bytes, on_device)) {
+               !device::unpack_from(s.carried[static_cast<size_t>(b.carried)], b.count, at, s.staging + b.offset, b.bytes,
+                                    on_device)) {
       log(LogLevel::warn, "alltoallv/w: unpacking a received block into device memory failed");
       rc = MPI_ERR_INTERN;
     }
@@ -314,6 +403,19 @@ int alltoallv_common(VFn fn, bool neighborhood, const void* sendbuf, const int* 
   if (!sdev && !rdev && !packers) return pass();
   int ns = 0, nr = 0;
   if (!peer_counts(comm, neighborhood, ns, nr)) return pass();
+  auto stype = [&](int) { return sendtype; };
+  auto rtype = [&](int) { return recvtype; };
+  if (!sdev && !rdev) {
+    const int form = (neighborhood ? 2 : 0) + (in_place ? 1 : 0);
+    const Shape ss{in_place ? 0 : ns, sendcounts, &sendtype, in_place ? 0 : 1}, rs{nr, recvcounts, &recvtype, 1};
+    if (passed_before(form, ss, rs)) return pass();
+    const uint64_t epoch = datatypes::detail::g_epoch.load(std::memory_order_acquire);
+    if (!(!in_place && worth_a_look(ns, sendcounts, false, packers, stype)) &&
+        !worth_a_look(nr, recvcounts, false, packers, rtype)) {
+      remember_pass(form, ss, rs, epoch);
+      return pass();
+    }
+  }
 
   std::array<std::byte, kArena> arena;
   std::pmr::monotonic_buffer_resource memory(arena.data(), arena.size());
@@ -325,11 +427,8 @@ int alltoallv_common(VFn fn, bool neighborhood, const void* sendbuf, const int* 
   auto disp = [](const int* displs) {
     return [displs](int i, const Layout* l) { return int64_t{displs[i]} * (l ? l->extent : 0); };
   };
-  int staged = in_place ? 0
-                        : scan(s, ns, sendbuf, sendcounts, sabsent, packers, [&](int) { return sendtype; },
-                               disp(sdispls));
-  staged += scan(r, nr, recvbuf, recvcounts, rabsent, packers, [&](int) { return recvtype; }, disp(rdispls));
-  if (staged == 0) return pass();
+  if (!in_place) describe(s, ns, sendbuf, sendcounts, sabsent, packers, stype, disp(sdispls));
+  describe(r, nr, recvbuf, recvcounts, rabsent, packers, rtype, disp(rdispls));
   // A side with any block worth staging stages every moving block (one type).
   auto plan = [](Side& side) {
     if (!resolve_side(side, false)) return false;
@@ -390,6 +489,19 @@ int alltoallw_common(WFn<Disp> fn, bool neighborhood, const void* sendbuf, const
   if (!sdev && !rdev && !packers) return pass();
   int ns = 0, nr = 0;
   if (!peer_counts(comm, neighborhood, ns, nr)) return pass();
+  auto stype = [&](int i) { return sendtypes[i]; };
+  auto rtype = [&](int i) { return recvtypes[i]; };
+  if (!sdev && !rdev) {
+    const int form = (neighborhood ? 6 : 4) + (in_place ? 1 : 0);
+    const Shape ss{in_place ? 0 : ns, sendcounts, sendtypes, in_place ? 0 : ns}, rs{nr, recvcounts, recvtypes, nr};
+    if (passed_before(form, ss, rs)) return pass();
+    const uint64_t epoch = datatypes::detail::g_epoch.load(std::memory_order_acquire);
+    if (!(!in_place && worth_a_look(ns, sendcounts, false, packers, stype)) &&
+        !worth_a_look(nr, recvcounts, false, packers, rtype)) {
+      remember_pass(form, ss, rs, epoch);
+      return pass();
+    }
+  }
 
   std::array<std::byte, kArena> arena;
   std::pmr::monotonic_buffer_resource memory(arena.data(), arena.size());
@@ -399,11 +511,8 @@ int alltoallw_common(WFn<Disp> fn, bool neighborhood, const void* sendbuf, const
   s.device = sdev;
   r.device = rdev;
   auto disp = [](const Disp* displs) { return [displs](int i, const Layout*) { return int64_t{displs[i]}; }; };
-  int staged = in_place ? 0
-                        : scan(s, ns, sendbuf, sendcounts, sabsent, packers, [&](int i) { return sendtypes[i]; },
-                               disp(sdispls));
-  staged += scan(r, nr, recvbuf, recvcounts, rabsent, packers, [&](int i) { return recvtypes[i]; }, disp(rdispls));
-  if (staged == 0) return pass();
+  if (!in_place) describe(s, ns, sendbuf, sendcounts, sabsent, packers, stype, disp(sdispls));
+  describe(r, nr, recvbuf, recvcounts, rabsent, packers, rtype, disp(rdispls));
   constexpr bool int_displacements = sizeof(Disp) < sizeof(int64_t);
   auto plan = [&](Side& side) {
     if (!resolve_side(side, false)) return false;
