@@ -16,6 +16,7 @@
 #include <climits>
 #include <cstring>
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <memory_resource>
 #include <vector>
@@ -38,6 +39,7 @@ enum class Path : uint8_t {
   typed,          // the user's type at its place in the user's buffer (nothing of Veneer's)
   host_packed,    // packed by Veneer into host staging, moved as bytes
   device_staged,  // device memory packed on the GPU into pinned (CUDA-aware library: device) staging
+  run,            // one contiguous run of a type that is not contiguous: handed over as bytes where it lies
 };
 
 // One peer's block of one side, described once. Trivial to build: the
@@ -52,6 +54,8 @@ struct Block {
   int64_t offset = 0;              // staged: where in the side's staging buffer
   const Layout* layout = nullptr;  // host_packed: held by Side::layouts
   int carried = -1;                // device_staged: index into Side::carried
+  uintptr_t first = 0;             // run: the address of its first byte
+  bool staged() const { return path == Path::host_packed || path == Path::device_staged; }
 };
 
 // One side (send or receive) of the call.
@@ -61,7 +65,9 @@ struct Side {
   std::pmr::vector<std::shared_ptr<const Layout>> layouts;  // of the host_packed blocks
   std::pmr::vector<device::Carried> carried;                // of the device_staged blocks
   bool device = false;  // the buffer is device memory: its moving blocks are staged through the GPU
-  int staged = 0;       // blocks not typed
+  int staged = 0;       // blocks packed into the staging buffer
+  int runs = 0;         // blocks handed over as bytes where they lie
+  bool rewritten() const { return staged + runs > 0; }
   int64_t staged_bytes = 0;
   Staging host;
   kernels::PooledBuffer dev;
@@ -128,15 +134,26 @@ bool mark_absent(MPI_Comm comm, bool neighborhood, std::pmr::vector<char>& absen
   return true;
 }
 
+// Whether `count` instances of `l` are one contiguous run although the type
+// is not contiguous (a subarray of one row, a single cell): the library is
+// handed the run as bytes where it lies, no copy (its datatype engine then
+// has nothing to do; MPICH's is slow even for one run).
+bool one_run_as_bytes(const Layout* l, int count) {
+  return l && !l->contiguous && l->size > 0 && count > 0 && l->one_run(count) && l->size * int64_t{count} <= INT_MAX;
+}
+
 // The one scan a call that Veneer leaves alone costs: whether any block of a
 // side might be staged (a device buffer with something to move, or a host
 // block that pays to pack by the borrowed layout of its type).
 template <class TypeAt>
-bool worth_a_look(int n, const int* counts, bool device_side, bool packers, TypeAt type_at) {
+bool worth_a_look(int n, const int* counts, bool device_side, bool packers, bool runs, TypeAt type_at) {
   const Config& c = config();
   for (int i = 0; i < n; ++i) {
     if (counts[i] <= 0) continue;
-    if (device_side || (packers && alltoall_block_packs(c, datatypes::peek(type_at(i)), counts[i]))) return true;
+    if (device_side) return true;
+    if (!packers) continue;
+    const Layout* l = datatypes::peek(type_at(i));
+    if (alltoall_block_packs(c, l, counts[i]) || (runs && one_run_as_bytes(l, counts[i]))) return true;
   }
   return false;
 }
@@ -217,7 +234,7 @@ void remember_pass(int form, const Shape& s, const Shape& r, uint64_t epoch) {
 // `type_at(i)` and `disp_at(i, layout)` give block i's type and byte displacement.
 template <class TypeAt, class DispAt>
 void describe(Side& s, int n, const void* buf, const int* counts, const std::pmr::vector<char>& absent, bool packers,
-              TypeAt type_at, DispAt disp_at) {
+              bool runs, TypeAt type_at, DispAt disp_at) {
   const Config& c = config();
   s.blocks.resize(static_cast<size_t>(n));
   for (int i = 0; i < n; ++i) {
@@ -232,6 +249,10 @@ void describe(Side& s, int n, const void* buf, const int* counts, const std::pmr
       b.path = Path::device_staged;
     } else if (alltoall_block_packs(c, l, b.count)) {
       b.path = Path::host_packed;
+    } else if (runs && one_run_as_bytes(l, b.count)) {
+      b.path = Path::run;
+      b.first = b.address + static_cast<uintptr_t>(l->true_lb);
+      b.bytes = l->size * int64_t{b.count};
     }
   }
 }
@@ -274,14 +295,15 @@ bool resolve(Side& s, Block& b, bool must) {
 }
 
 // First (`all` false): resolves the blocks the scan chose to stage. Then, if
-// the form needs it (`all`: one type per side, or typed blocks out of reach
-// of int displacements), stages every other moving block too; false if one
-// cannot be.
+// the form needs it (`all`: one type per side, or typed blocks and runs out
+// of reach of int displacements), stages every other moving block too; false
+// if one cannot be.
 bool resolve_side(Side& s, bool all) {
-  s.staged = 0;
+  s.staged = s.runs = 0;
   for (Block& b : s.blocks) {
-    if (b.moves && (all ? b.path == Path::typed : b.path != Path::typed) && !resolve(s, b, all)) return false;
-    s.staged += b.path != Path::typed;
+    if (b.moves && (all ? !b.staged() : b.staged()) && !resolve(s, b, all)) return false;
+    s.staged += b.staged();
+    s.runs += b.path == Path::run;
   }
   return true;
 }
@@ -293,7 +315,7 @@ bool allocate(Side& s) {
   int64_t off = 0;
   kernels::DeviceRuntime* rt = nullptr;
   for (Block& b : s.blocks) {
-    if (b.path == Path::typed) continue;
+    if (!b.staged()) continue;
     if (b.bytes > INT_MAX || off > INT_MAX) return false;
     b.offset = off;
     off += b.bytes;
@@ -318,11 +340,16 @@ bool allocate(Side& s) {
 // displacement is non-negative. `fits` (int displacements): false if some
 // displacement from it would not fit an int.
 bool choose_base(Side& s, bool int_displacements) {
-  uintptr_t lo = reinterpret_cast<uintptr_t>(s.staging), hi = lo + static_cast<uintptr_t>(s.staged_bytes);
+  uintptr_t lo = UINTPTR_MAX, hi = 0;
+  if (s.staging) {
+    lo = reinterpret_cast<uintptr_t>(s.staging);
+    hi = lo + static_cast<uintptr_t>(s.staged_bytes);
+  }
   for (const Block& b : s.blocks) {
-    if (b.path != Path::typed || !b.moves) continue;
-    lo = std::min(lo, b.address);
-    hi = std::max(hi, b.address);
+    if (!b.moves || b.staged()) continue;
+    const uintptr_t at = b.path == Path::run ? b.first : b.address;
+    lo = std::min(lo, at);
+    hi = std::max(hi, at);
   }
   s.base = lo;
   return !int_displacements || hi - lo <= static_cast<uintptr_t>(INT_MAX);
@@ -369,6 +396,7 @@ void count_blocks(const Side& s) {
   int typed = 0;
   for (const Block& b : s.blocks) typed += b.moves && b.path == Path::typed;
   counters().add(Counter::alltoall_blocks_staged, static_cast<uint64_t>(s.staged));
+  counters().add(Counter::alltoall_blocks_runs, static_cast<uint64_t>(s.runs));
   counters().add(Counter::alltoall_blocks_typed, static_cast<uint64_t>(typed));
 }
 
@@ -410,8 +438,8 @@ int alltoallv_common(VFn fn, bool neighborhood, const void* sendbuf, const int* 
     const Shape ss{in_place ? 0 : ns, sendcounts, &sendtype, in_place ? 0 : 1}, rs{nr, recvcounts, &recvtype, 1};
     if (passed_before(form, ss, rs)) return pass();
     const uint64_t epoch = datatypes::detail::g_epoch.load(std::memory_order_acquire);
-    if (!(!in_place && worth_a_look(ns, sendcounts, false, packers, stype)) &&
-        !worth_a_look(nr, recvcounts, false, packers, rtype)) {
+    if (!(!in_place && worth_a_look(ns, sendcounts, false, packers, false, stype)) &&
+        !worth_a_look(nr, recvcounts, false, packers, false, rtype)) {
       remember_pass(form, ss, rs, epoch);
       return pass();
     }
@@ -427,8 +455,9 @@ int alltoallv_common(VFn fn, bool neighborhood, const void* sendbuf, const int* 
   auto disp = [](const int* displs) {
     return [displs](int i, const Layout* l) { return int64_t{displs[i]} * (l ? l->extent : 0); };
   };
-  if (!in_place) describe(s, ns, sendbuf, sendcounts, sabsent, packers, stype, disp(sdispls));
-  describe(r, nr, recvbuf, recvcounts, rabsent, packers, rtype, disp(rdispls));
+  // One type per side: no runs (a run's bytes could not be told apart from the other blocks').
+  if (!in_place) describe(s, ns, sendbuf, sendcounts, sabsent, packers, false, stype, disp(sdispls));
+  describe(r, nr, recvbuf, recvcounts, rabsent, packers, false, rtype, disp(rdispls));
   // A side with any block worth staging stages every moving block (one type).
   auto plan = [](Side& side) {
     if (!resolve_side(side, false)) return false;
@@ -496,8 +525,8 @@ int alltoallw_common(WFn<Disp> fn, bool neighborhood, const void* sendbuf, const
     const Shape ss{in_place ? 0 : ns, sendcounts, sendtypes, in_place ? 0 : ns}, rs{nr, recvcounts, recvtypes, nr};
     if (passed_before(form, ss, rs)) return pass();
     const uint64_t epoch = datatypes::detail::g_epoch.load(std::memory_order_acquire);
-    if (!(!in_place && worth_a_look(ns, sendcounts, false, packers, stype)) &&
-        !worth_a_look(nr, recvcounts, false, packers, rtype)) {
+    if (!(!in_place && worth_a_look(ns, sendcounts, false, packers, true, stype)) &&
+        !worth_a_look(nr, recvcounts, false, packers, true, rtype)) {
       remember_pass(form, ss, rs, epoch);
       return pass();
     }
@@ -511,24 +540,24 @@ int alltoallw_common(WFn<Disp> fn, bool neighborhood, const void* sendbuf, const
   s.device = sdev;
   r.device = rdev;
   auto disp = [](const Disp* displs) { return [displs](int i, const Layout*) { return int64_t{displs[i]}; }; };
-  if (!in_place) describe(s, ns, sendbuf, sendcounts, sabsent, packers, stype, disp(sdispls));
-  describe(r, nr, recvbuf, recvcounts, rabsent, packers, rtype, disp(rdispls));
+  if (!in_place) describe(s, ns, sendbuf, sendcounts, sabsent, packers, true, stype, disp(sdispls));
+  describe(r, nr, recvbuf, recvcounts, rabsent, packers, true, rtype, disp(rdispls));
   constexpr bool int_displacements = sizeof(Disp) < sizeof(int64_t);
   auto plan = [&](Side& side) {
     if (!resolve_side(side, false)) return false;
-    if (side.staged == 0) return true;
-    if (!allocate(side)) return false;
+    if (!side.rewritten()) return true;
+    if (side.staged && !allocate(side)) return false;
     if (choose_base(side, int_displacements)) return true;
     // Typed blocks beyond an int's reach of the staging buffer: stage them all.
     side.host = Staging();
     side.dev = kernels::PooledBuffer();
     return resolve_side(side, true) && allocate(side) && choose_base(side, int_displacements);
   };
-  if (!plan(s) || !plan(r) || s.staged + r.staged == 0) {
+  if (!plan(s) || !plan(r) || (!s.rewritten() && !r.rewritten())) {
     if (sdev || rdev) counters().add(Counter::device_passed);
     return pass();
   }
-  // The library's arguments for a side with staged blocks.
+  // The library's arguments for a side with staged blocks or runs.
   struct Args {
     explicit Args(std::pmr::memory_resource* m) : counts(m), displs(m), types(m) {}
     std::pmr::vector<int> counts;
@@ -546,24 +575,25 @@ int alltoallw_common(WFn<Disp> fn, bool neighborhood, const void* sendbuf, const
       if (b.path != Path::typed) {
         a.counts[i] = static_cast<int>(b.bytes);
         a.types[i] = MPI_BYTE;
-        a.displs[i] = static_cast<Disp>(staging + static_cast<uintptr_t>(b.offset) - side.base);
+        a.displs[i] = static_cast<Disp>((b.staged() ? staging + static_cast<uintptr_t>(b.offset) : b.first) - side.base);
       } else if (b.moves) {
         a.displs[i] = static_cast<Disp>(b.address - side.base);
       }
     }
   };
   Args sa(&memory), ra(&memory);
-  if (s.staged) arguments(s, sendcounts, sendtypes, sa);
-  if (r.staged) arguments(r, recvcounts, recvtypes, ra);
+  if (s.rewritten()) arguments(s, sendcounts, sendtypes, sa);
+  if (r.rewritten()) arguments(r, recvcounts, recvtypes, ra);
   if ((s.staged && !pack_side(s)) || (in_place && r.staged && !pack_side(r))) {
     if (sdev || rdev) counters().add(Counter::device_passed);
     return pass();
   }
-  const void* sbuf = in_place ? MPI_IN_PLACE : (s.staged ? reinterpret_cast<const void*>(s.base) : sendbuf);
-  void* rbuf = r.staged ? reinterpret_cast<void*>(r.base) : recvbuf;
-  int rc = fn(sbuf, s.staged ? sa.counts.data() : sendcounts, s.staged ? sa.displs.data() : sdispls,
-              s.staged ? sa.types.data() : sendtypes, rbuf, r.staged ? ra.counts.data() : recvcounts,
-              r.staged ? ra.displs.data() : rdispls, r.staged ? ra.types.data() : recvtypes, comm);
+  const bool sw = s.rewritten(), rw = r.rewritten();
+  const void* sbuf = in_place ? MPI_IN_PLACE : (sw ? reinterpret_cast<const void*>(s.base) : sendbuf);
+  void* rbuf = rw ? reinterpret_cast<void*>(r.base) : recvbuf;
+  int rc = fn(sbuf, sw ? sa.counts.data() : sendcounts, sw ? sa.displs.data() : sdispls, sw ? sa.types.data() : sendtypes,
+              rbuf, rw ? ra.counts.data() : recvcounts, rw ? ra.displs.data() : rdispls,
+              rw ? ra.types.data() : recvtypes, comm);
   if (rc == MPI_SUCCESS && r.staged) rc = unpack_side(r);
   counters().add(Counter::alltoall_taken);
   count_blocks(s);

@@ -35,6 +35,7 @@ enum class Counter : int {
   device_combines,
   alltoall_blocks_staged,
   alltoall_blocks_typed,
+  alltoall_blocks_runs,
   count_  // number of counters
 };
 
@@ -61,7 +62,8 @@ inline constexpr const char* counter_name(Counter c) {
                                    "device moves through a host copy of the span",
                                    "reduction combines on the device",
                                    "alltoallv/w blocks staged",
-                                   "alltoallv/w blocks typed"};
+                                   "alltoallv/w blocks typed",
+                                   "alltoallv/w blocks as bytes in place"};
   return names[static_cast<int>(c)];
 }
 

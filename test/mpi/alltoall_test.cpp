@@ -3,8 +3,9 @@
 // (PMPI_*), on the same data, and the whole receive buffers (gaps included)
 // must be equal. Veneer's counters (on with VENEER_REPORT=1) say which blocks
 // it staged: exactly those whose type packs by the rule (mean block at most
-// VENEER_ALLTOALL_MAX_BLOCK = 8 bytes here, not one run), the others typed,
-// and a call with none staged passed through. Mixed blocks, zero counts,
+// VENEER_ALLTOALL_MAX_BLOCK = 8 bytes here, not one run); which it handed over
+// as bytes where they lie (one run of a type that is not contiguous; Alltoallw
+// forms only); the others typed; and a call with neither passed through. Mixed blocks, zero counts,
 // MPI_IN_PLACE, MPI_BOTTOM, Cartesian neighbourhoods with MPI_PROC_NULL
 // neighbours, and distributed graphs with repeated neighbours.
 #include <gtest/gtest.h>
@@ -70,11 +71,12 @@ MPI_Datatype vector(int n, int block, int stride) {
 // A block kind: what one rank sends to another and how the other receives
 // it. Both carry 8 doubles (kind 3: nothing), in different layouts; `packs`
 // says whether the rule stages that side's block (mean block at most 8 B,
-// not one run).
+// not one run), `run` whether it is one run of a non-contiguous type.
 struct Kind {
   MPI_Datatype send, recv;
   int send_count, recv_count;
   bool send_packs, recv_packs;
+  bool send_run = false;
 };
 constexpr int kKinds = 6;
 
@@ -108,7 +110,7 @@ class Kinds {
     kinds_[1] = {runs_.get(), column_.get(), 1, 2, false, true};
     kinds_[2] = {MPI_DOUBLE, scattered_.get(), 8, 2, false, true};
     kinds_[3] = {strided_.get(), column_.get(), 0, 0, false, false};
-    kinds_[4] = {one_run_.get(), strided_.get(), 1, 1, false, true};
+    kinds_[4] = {one_run_.get(), strided_.get(), 1, 1, false, true, true};
     kinds_[5] = {spaced_.get(), wide_runs_.get(), 1, 1, true, false};
   }
   const Kind& operator[](int k) const { return kinds_[static_cast<size_t>(k % kKinds)]; }
@@ -135,27 +137,31 @@ class Counted {
   uint64_t passed() const { return delta(1); }
   uint64_t staged() const { return delta(2); }
   uint64_t typed() const { return delta(3); }
+  uint64_t runs() const { return delta(4); }
 
  private:
-  static void at(std::array<uint64_t, 4>& v) {
+  static void at(std::array<uint64_t, 5>& v) {
     v = {counters().get(Counter::alltoall_taken), counters().get(Counter::alltoall_passed),
-         counters().get(Counter::alltoall_blocks_staged), counters().get(Counter::alltoall_blocks_typed)};
+         counters().get(Counter::alltoall_blocks_staged), counters().get(Counter::alltoall_blocks_typed),
+         counters().get(Counter::alltoall_blocks_runs)};
   }
   uint64_t delta(size_t i) const {
-    std::array<uint64_t, 4> now{};
+    std::array<uint64_t, 5> now{};
     at(now);
     return now[i] - values_[i];
   }
-  std::array<uint64_t, 4> values_{};
+  std::array<uint64_t, 5> values_{};
 };
 
-// The expected decisions of one call: blocks staged by the rule and moving blocks.
+// The expected decisions of one call: blocks staged by the rule, runs, and moving blocks.
 struct Expected {
-  uint64_t staged = 0, moving = 0;
-  void add(int count, bool packs) {
+  uint64_t staged = 0, runs = 0, moving = 0;
+  void add(int count, bool packs, bool run = false) {
     moving += count > 0;
     staged += count > 0 && packs;
+    runs += count > 0 && run;
   }
+  bool taken() const { return staged + runs > 0; }
 };
 
 // Alltoallw on MPI_COMM_WORLD: pair (a, b) uses kind (a + b + salt); a sends
@@ -180,11 +186,11 @@ void check_alltoallw(int salt, bool in_place) {
       const bool odd = me % 2;
       rcounts[i] = odd ? k.recv_count : k.send_count;
       rtypes[i] = odd ? k.recv : k.send;
-      expect.add(rcounts[i], odd ? k.recv_packs : k.send_packs);
+      expect.add(rcounts[i], odd ? k.recv_packs : k.send_packs, !odd && k.send_run);
     } else {
       rcounts[i] = k.recv_count;
       rtypes[i] = k.recv;
-      expect.add(scounts[i], k.send_packs);
+      expect.add(scounts[i], k.send_packs, k.send_run);
       expect.add(rcounts[i], k.recv_packs);
     }
   }
@@ -202,12 +208,13 @@ void check_alltoallw(int salt, bool in_place) {
                            rdispls.data(), rtypes.data(), MPI_COMM_WORLD),
             MPI_SUCCESS);
   EXPECT_EQ(out, ref) << "salt " << salt;
-  // With int displacements the typed blocks may lie out of reach of the
-  // staging buffer: then the whole side is staged.
-  EXPECT_EQ(c.taken(), expect.staged ? 1u : 0u);
-  EXPECT_EQ(c.passed(), expect.staged ? 0u : 1u);
+  // With int displacements the typed blocks and runs may lie out of reach
+  // of the staging buffer: then the whole side is staged.
+  EXPECT_EQ(c.taken(), expect.taken() ? 1u : 0u);
+  EXPECT_EQ(c.passed(), expect.taken() ? 0u : 1u);
   EXPECT_GE(c.staged(), expect.staged);
-  EXPECT_EQ(c.staged() + c.typed(), expect.staged ? expect.moving : 0);
+  EXPECT_EQ(c.staged() + c.runs(), expect.staged + expect.runs);
+  EXPECT_EQ(c.staged() + c.runs() + c.typed(), expect.taken() ? expect.moving : 0);
 }
 
 TEST(AlltoallPerBlock, AlltoallwMixesStagedAndTypedBlocks) {
@@ -218,10 +225,16 @@ TEST(AlltoallPerBlock, AlltoallwInPlace) {
   for (int salt = 0; salt < kKinds; ++salt) check_alltoallw(salt, true);
 }
 
-// No block worth packing (large runs, contiguous, one run, zero counts): the
-// call goes to the library untouched.
+// No block worth packing nor one run (runs of 32 B, contiguous types, zero
+// counts): the call goes to the library untouched; the same call again is
+// recognised without a scan, with the same answer.
 TEST(AlltoallPerBlock, AlltoallwWithNothingToPackPassesThrough) {
   const Kinds kinds;
+  Type contiguous8([] {
+    MPI_Datatype t;
+    MPI_Type_contiguous(8, MPI_DOUBLE, &t);
+    return t;
+  }());
   const int p = size_of(), me = rank_of();
   const auto n = static_cast<size_t>(p);
   std::vector<int> counts(n), displs(n);
@@ -230,22 +243,48 @@ TEST(AlltoallPerBlock, AlltoallwWithNothingToPackPassesThrough) {
     const auto i = static_cast<size_t>(j);
     const bool empty = (me + j) % 3 == 2;
     counts[i] = empty ? 0 : 1;
-    stypes[i] = (me + j) % 2 ? kinds[1].send : kinds[4].send;  // runs of 32 B, or one run of 64 B
-    rtypes[i] = kinds[5].recv;                                 // runs of 32 B
+    stypes[i] = (me + j) % 2 ? kinds[1].send : contiguous8.get();  // runs of 32 B, or contiguous
+    rtypes[i] = kinds[5].recv;                                     // runs of 32 B
     displs[i] = j * kSlot * 8;
   }
   const std::vector<double> src = pattern(n * kSlot, 7);
-  std::vector<double> out(n * kSlot, -1.0), ref(n * kSlot, -1.0);
-  Counted c;
-  ASSERT_EQ(MPI_Alltoallw(src.data(), counts.data(), displs.data(), stypes.data(), out.data(), counts.data(),
-                          displs.data(), rtypes.data(), MPI_COMM_WORLD),
-            MPI_SUCCESS);
+  std::vector<double> ref(n * kSlot, -1.0);
   PMPI_Alltoallw(src.data(), counts.data(), displs.data(), stypes.data(), ref.data(), counts.data(), displs.data(),
                  rtypes.data(), MPI_COMM_WORLD);
+  for (int round = 0; round < 2; ++round) {
+    std::vector<double> out(n * kSlot, -1.0);
+    Counted c;
+    ASSERT_EQ(MPI_Alltoallw(src.data(), counts.data(), displs.data(), stypes.data(), out.data(), counts.data(),
+                            displs.data(), rtypes.data(), MPI_COMM_WORLD),
+              MPI_SUCCESS);
+    EXPECT_EQ(out, ref);
+    EXPECT_EQ(c.passed(), 1u);
+    EXPECT_EQ(c.taken(), 0u);
+    EXPECT_EQ(c.staged() + c.runs(), 0u);
+  }
+}
+
+// Blocks that are one run of a non-contiguous type (a subarray row) and
+// nothing to pack: taken, the runs handed over as bytes where they lie.
+TEST(AlltoallPerBlock, AlltoallwHandsRunsOverAsBytes) {
+  const Kinds kinds;
+  const int p = size_of();
+  const auto n = static_cast<size_t>(p);
+  std::vector<int> scounts(n, 1), rcounts(n, 8), displs(n);
+  std::vector<MPI_Datatype> stypes(n, kinds[4].send), rtypes(n, MPI_DOUBLE);
+  for (int j = 0; j < p; ++j) displs[static_cast<size_t>(j)] = j * kSlot * 8;
+  const std::vector<double> src = pattern(n * kSlot, 9);
+  std::vector<double> out(n * kSlot, -1.0), ref(n * kSlot, -1.0);
+  Counted c;
+  ASSERT_EQ(MPI_Alltoallw(src.data(), scounts.data(), displs.data(), stypes.data(), out.data(), rcounts.data(),
+                          displs.data(), rtypes.data(), MPI_COMM_WORLD),
+            MPI_SUCCESS);
+  PMPI_Alltoallw(src.data(), scounts.data(), displs.data(), stypes.data(), ref.data(), rcounts.data(), displs.data(),
+                 rtypes.data(), MPI_COMM_WORLD);
   EXPECT_EQ(out, ref);
-  EXPECT_EQ(c.passed(), 1u);
-  EXPECT_EQ(c.taken(), 0u);
-  EXPECT_EQ(c.staged(), 0u);
+  EXPECT_EQ(c.taken(), 1u);
+  EXPECT_EQ(c.staged() + c.runs(), n);  // runs, or staged where out of an int's reach
+  EXPECT_EQ(c.typed(), n);
 }
 
 // Alltoallv: one type per side, so a side is staged whole or not at all.
@@ -334,8 +373,10 @@ TEST(AlltoallPerBlock, NeighborhoodOnCartesianGrid) {
     rcounts[2 * d] = u.recv_count, rtypes[2 * d] = u.recv;
     scounts[2 * d] = w.send_count, stypes[2 * d] = w.send;
     rcounts[2 * d + 1] = w.recv_count, rtypes[2 * d + 1] = w.recv;
-    if (above != MPI_PROC_NULL) expect.add(u.send_count, u.send_packs), expect.add(w.recv_count, w.recv_packs);
-    if (below != MPI_PROC_NULL) expect.add(w.send_count, w.send_packs), expect.add(u.recv_count, u.recv_packs);
+    if (above != MPI_PROC_NULL)
+      expect.add(u.send_count, u.send_packs, u.send_run), expect.add(w.recv_count, w.recv_packs);
+    if (below != MPI_PROC_NULL)
+      expect.add(w.send_count, w.send_packs, w.send_run), expect.add(u.recv_count, u.recv_packs);
   }
   for (int s = 0; s < 4; ++s) sdispls[s] = rdispls[s] = MPI_Aint{s} * kSlot * 8;
   const std::vector<double> src = pattern(4 * kSlot, 5);
@@ -346,9 +387,10 @@ TEST(AlltoallPerBlock, NeighborhoodOnCartesianGrid) {
       MPI_SUCCESS);
   PMPI_Neighbor_alltoallw(src.data(), scounts, sdispls, stypes, ref.data(), rcounts, rdispls, rtypes, cart);
   EXPECT_EQ(out, ref);
-  EXPECT_EQ(c.taken(), expect.staged ? 1u : 0u);
+  EXPECT_EQ(c.taken(), expect.taken() ? 1u : 0u);
   EXPECT_EQ(c.staged(), expect.staged);  // MPI_Aint displacements: always mixed, never widened
-  EXPECT_EQ(c.typed(), expect.staged ? expect.moving - expect.staged : 0);
+  EXPECT_EQ(c.runs(), expect.runs);
+  EXPECT_EQ(c.typed(), expect.taken() ? expect.moving - expect.staged - expect.runs : 0);
 
   // Neighbor_alltoallv: one strided type sent, contiguous doubles received.
   int vcounts[4] = {1, 1, 1, 1}, vsd[4], vrd[4];
