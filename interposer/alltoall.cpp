@@ -525,8 +525,10 @@ int alltoallw_common(WFn<Disp> fn, bool neighborhood, const void* sendbuf, const
     const Shape ss{in_place ? 0 : ns, sendcounts, sendtypes, in_place ? 0 : ns}, rs{nr, recvcounts, recvtypes, nr};
     if (passed_before(form, ss, rs)) return pass();
     const uint64_t epoch = datatypes::detail::g_epoch.load(std::memory_order_acquire);
-    if (!(!in_place && worth_a_look(ns, sendcounts, false, packers, true, stype)) &&
-        !worth_a_look(nr, recvcounts, false, packers, true, rtype)) {
+    // Runs alone do not make a call worth taking (Open MPI handles them as
+    // fast as bytes: +0.3% instructions taken over); they ride along.
+    if (!(!in_place && worth_a_look(ns, sendcounts, false, packers, false, stype)) &&
+        !worth_a_look(nr, recvcounts, false, packers, false, rtype)) {
       remember_pass(form, ss, rs, epoch);
       return pass();
     }
