@@ -14,9 +14,9 @@
 #include <algorithm>
 #include <array>
 #include <climits>
-#include <cstring>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <memory_resource>
 #include <vector>
@@ -204,7 +204,8 @@ bool same(const PassMemo& m, const Shape& s, const Shape& r) {
   if (m.counts.size() != sn + rn || m.types.size() != st + rt) return false;
   // memcmp: vectorised, and a count of 0 compares nothing (the pointers may be null then).
   auto equal = [](const void* a, const void* b, size_t bytes) { return bytes == 0 || std::memcmp(a, b, bytes) == 0; };
-  return equal(s.counts, m.counts.data(), sn * sizeof(int)) && equal(r.counts, m.counts.data() + sn, rn * sizeof(int)) &&
+  return equal(s.counts, m.counts.data(), sn * sizeof(int)) &&
+         equal(r.counts, m.counts.data() + sn, rn * sizeof(int)) &&
          equal(s.types, m.types.data(), st * sizeof(MPI_Datatype)) &&
          equal(r.types, m.types.data() + st, rt * sizeof(MPI_Datatype));
 }
@@ -382,9 +383,8 @@ int unpack_side(const Side& s) {
     if (b.path == Path::host_packed) {
       datatypes::unpack_all(*b.layout, b.count, at, s.staging + b.offset);
       counters().add(Counter::bytes_unpacked, static_cast<uint64_t>(b.bytes));
-    } else if (b.path == Path::device_staged &&
-               !device::unpack_from(s.carried[static_cast<size_t>(b.carried)], b.count, at, s.staging + b.offset, b.bytes,
-                                    on_device)) {
+    } else if (b.path == Path::device_staged && !device::unpack_from(s.carried[static_cast<size_t>(b.carried)], b.count,
+                                                                     at, s.staging + b.offset, b.bytes, on_device)) {
       log(LogLevel::warn, "alltoallv/w: unpacking a received block into device memory failed");
       rc = MPI_ERR_INTERN;
     }
@@ -419,8 +419,7 @@ int alltoallv_common(VFn fn, bool neighborhood, const void* sendbuf, const int* 
     return fn(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm);
   };
   const bool in_place = sendbuf == MPI_IN_PLACE;
-  if (!enabled() || !recvcounts || !rdispls || (!in_place && (!sendcounts || !sdispls)) ||
-      (in_place && neighborhood))
+  if (!enabled() || !recvcounts || !rdispls || (!in_place && (!sendcounts || !sdispls)) || (in_place && neighborhood))
     return pass();
   const bool sdev = is_device_buffer(sendbuf), rdev = is_device_buffer(recvbuf);
   const bool packers = uses_packers(config());
@@ -484,8 +483,8 @@ int alltoallv_common(VFn fn, bool neighborhood, const void* sendbuf, const int* 
   }
   int rc = fn(in_place ? MPI_IN_PLACE : (s.staged ? s.staging : sendbuf), s.staged ? scounts.data() : sendcounts,
               s.staged ? sdisp.data() : sdispls, s.staged ? MPI_BYTE : sendtype, r.staged ? r.staging : recvbuf,
-              r.staged ? rcounts.data() : recvcounts, r.staged ? rdisp.data() : rdispls,
-              r.staged ? MPI_BYTE : recvtype, comm);
+              r.staged ? rcounts.data() : recvcounts, r.staged ? rdisp.data() : rdispls, r.staged ? MPI_BYTE : recvtype,
+              comm);
   if (rc == MPI_SUCCESS && r.staged) rc = unpack_side(r);
   counters().add(Counter::alltoall_taken);
   count_blocks(s);
@@ -506,8 +505,8 @@ int alltoallw_common(WFn<Disp> fn, bool neighborhood, const void* sendbuf, const
     return fn(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm);
   };
   const bool in_place = sendbuf == MPI_IN_PLACE;
-  if (!enabled() || !recvcounts || !rdispls || !recvtypes ||
-      (!in_place && (!sendcounts || !sdispls || !sendtypes)) || (in_place && neighborhood))
+  if (!enabled() || !recvcounts || !rdispls || !recvtypes || (!in_place && (!sendcounts || !sdispls || !sendtypes)) ||
+      (in_place && neighborhood))
     return pass();
   const bool sdev = is_device_buffer(sendbuf), rdev = is_device_buffer(recvbuf);
   const bool packers = uses_packers(config());
@@ -577,7 +576,8 @@ int alltoallw_common(WFn<Disp> fn, bool neighborhood, const void* sendbuf, const
       if (b.path != Path::typed) {
         a.counts[i] = static_cast<int>(b.bytes);
         a.types[i] = MPI_BYTE;
-        a.displs[i] = static_cast<Disp>((b.staged() ? staging + static_cast<uintptr_t>(b.offset) : b.first) - side.base);
+        a.displs[i] =
+            static_cast<Disp>((b.staged() ? staging + static_cast<uintptr_t>(b.offset) : b.first) - side.base);
       } else if (b.moves) {
         a.displs[i] = static_cast<Disp>(b.address - side.base);
       }
@@ -593,9 +593,9 @@ int alltoallw_common(WFn<Disp> fn, bool neighborhood, const void* sendbuf, const
   const bool sw = s.rewritten(), rw = r.rewritten();
   const void* sbuf = in_place ? MPI_IN_PLACE : (sw ? reinterpret_cast<const void*>(s.base) : sendbuf);
   void* rbuf = rw ? reinterpret_cast<void*>(r.base) : recvbuf;
-  int rc = fn(sbuf, sw ? sa.counts.data() : sendcounts, sw ? sa.displs.data() : sdispls, sw ? sa.types.data() : sendtypes,
-              rbuf, rw ? ra.counts.data() : recvcounts, rw ? ra.displs.data() : rdispls,
-              rw ? ra.types.data() : recvtypes, comm);
+  int rc = fn(sbuf, sw ? sa.counts.data() : sendcounts, sw ? sa.displs.data() : sdispls,
+              sw ? sa.types.data() : sendtypes, rbuf, rw ? ra.counts.data() : recvcounts,
+              rw ? ra.displs.data() : rdispls, rw ? ra.types.data() : recvtypes, comm);
   if (rc == MPI_SUCCESS && r.staged) rc = unpack_side(r);
   counters().add(Counter::alltoall_taken);
   count_blocks(s);

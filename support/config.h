@@ -12,6 +12,9 @@
 #ifndef VENEER_DEFAULT_P2P_MIN_BYTES
 #define VENEER_DEFAULT_P2P_MIN_BYTES 65536
 #endif
+#ifndef VENEER_DEFAULT_ALLTOALL_MAX_BLOCK
+#define VENEER_DEFAULT_ALLTOALL_MAX_BLOCK VENEER_DEFAULT_P2P_MAX_BLOCK
+#endif
 
 namespace veneer {
 
@@ -52,8 +55,9 @@ struct Config {
   // faces 1.04-1.37x on Open MPI but 0.82-0.85x on MPICH; 32 KB faces 1.15-1.19x
   // on Open MPI; 73 KB faces 1.33-1.39x on MPICH. Hence 16 KiB / 64 KiB.
   int64_t p2p_min_bytes = VENEER_DEFAULT_P2P_MIN_BYTES;
-  // Alltoallv/w take-over rule, same meaning (VENEER_ALLTOALL_MAX_BLOCK).
-  int64_t alltoall_max_block = VENEER_DEFAULT_P2P_MAX_BLOCK;
+  // Alltoallv/w take-over rule per block, same meaning (VENEER_ALLTOALL_MAX_BLOCK);
+  // its own default per library (support/CMakeLists.txt: the halo exchange measured).
+  int64_t alltoall_max_block = VENEER_DEFAULT_ALLTOALL_MAX_BLOCK;
   ThresholdOrigin alltoall_max_block_origin = ThresholdOrigin::built_in;
   // Smallest Alltoallv/w block (bytes) that Veneer packs (VENEER_ALLTOALL_MIN_BYTES).
   int64_t alltoall_min_bytes = 0;

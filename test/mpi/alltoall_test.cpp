@@ -400,9 +400,8 @@ TEST(AlltoallPerBlock, NeighborhoodOnCartesianGrid) {
   const std::vector<double> src = pattern(4 * kSlot, 5);
   std::vector<double> out(4 * kSlot, -1.0), ref(4 * kSlot, -1.0);
   Counted c;
-  ASSERT_EQ(
-      MPI_Neighbor_alltoallw(src.data(), scounts, sdispls, stypes, out.data(), rcounts, rdispls, rtypes, cart),
-      MPI_SUCCESS);
+  ASSERT_EQ(MPI_Neighbor_alltoallw(src.data(), scounts, sdispls, stypes, out.data(), rcounts, rdispls, rtypes, cart),
+            MPI_SUCCESS);
   PMPI_Neighbor_alltoallw(src.data(), scounts, sdispls, stypes, ref.data(), rcounts, rdispls, rtypes, cart);
   EXPECT_EQ(out, ref);
   EXPECT_EQ(c.taken(), expect.taken() ? 1u : 0u);
@@ -464,8 +463,7 @@ void check_dist_graph(bool bottom) {
     rbuf = MPI_BOTTOM;
   }
   Counted c;
-  ASSERT_EQ(MPI_Neighbor_alltoallw(sbuf, scounts, sdispls, stypes, rbuf, rcounts, rdispls, rtypes, graph),
-            MPI_SUCCESS);
+  ASSERT_EQ(MPI_Neighbor_alltoallw(sbuf, scounts, sdispls, stypes, rbuf, rcounts, rdispls, rtypes, graph), MPI_SUCCESS);
   EXPECT_EQ(c.taken(), 1u);
   EXPECT_EQ(c.staged(), expect.staged);
   EXPECT_EQ(c.typed(), expect.moving - expect.staged);
@@ -475,8 +473,8 @@ void check_dist_graph(bool bottom) {
     MPI_Get_address(ref.data(), &q0);
     for (int s = 0; s < 3; ++s) rdispls[s] += q0 - r0;
   }
-  ASSERT_EQ(PMPI_Neighbor_alltoallw(sbuf, scounts, sdispls, stypes, bottom ? MPI_BOTTOM : ref.data(), rcounts,
-                                    rdispls, rtypes, graph),
+  ASSERT_EQ(PMPI_Neighbor_alltoallw(sbuf, scounts, sdispls, stypes, bottom ? MPI_BOTTOM : ref.data(), rcounts, rdispls,
+                                    rtypes, graph),
             MPI_SUCCESS);
   EXPECT_EQ(out, ref);
   MPI_Comm_free(&graph);
