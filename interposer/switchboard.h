@@ -147,4 +147,19 @@ inline std::shared_ptr<const datatypes::Layout> p2p_layout(const void* buf, int 
   return layout;
 }
 
+// Alltoallv/w and their neighbourhood forms, one peer's block of host data
+// (after takes_alltoallv and uses_packers; interposer/alltoall.cpp): whether
+// Veneer packs `count` instances of `layout` itself rather than handing the
+// library the type. The send rule, per block: several contiguous runs whose
+// mean is at most VENEER_ALLTOALL_MAX_BLOCK bytes, and in all at least
+// VENEER_ALLTOALL_MIN_BYTES, at most VENEER_P2P_MAX_BYTES and an int.
+[[gnu::always_inline]] inline bool alltoall_block_packs(const Config& c, const datatypes::Layout* layout, int count) {
+  if (!layout || count <= 0 || layout->size <= 0 || layout->one_run(count) ||
+      layout->mean_block() > c.alltoall_max_block)
+    return false;
+  int64_t bytes = 0;
+  return !__builtin_mul_overflow(layout->size, int64_t{count}, &bytes) && bytes >= c.alltoall_min_bytes &&
+         bytes <= c.p2p_max_bytes && bytes <= INT_MAX;
+}
+
 }  // namespace veneer

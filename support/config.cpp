@@ -95,6 +95,7 @@ Config parse_config(const char* (*env)(const char*)) {
     c.p2p_min_bytes = *parsed;
     c.p2p_min_bytes_origin = ThresholdOrigin::environment;
   }
+  c.alltoall_min_bytes = size_or(env("VENEER_ALLTOALL_MIN_BYTES"), c.alltoall_min_bytes);
   c.type_cache_limit = size_or(env("VENEER_TYPE_CACHE"), c.type_cache_limit);
   c.staging_pool = size_or(env("VENEER_STAGING_POOL"), c.staging_pool);
   c.pack_stream_min = size_or(env("VENEER_PACK_STREAM_MIN"), c.pack_stream_min);

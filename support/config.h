@@ -15,6 +15,9 @@
 #ifndef VENEER_DEFAULT_P2P_MIN_BYTES
 #define VENEER_DEFAULT_P2P_MIN_BYTES 65536
 #endif
+#ifndef VENEER_DEFAULT_ALLTOALL_MAX_BLOCK
+#define VENEER_DEFAULT_ALLTOALL_MAX_BLOCK VENEER_DEFAULT_P2P_MAX_BLOCK
+#endif
 
 namespace veneer {
 
@@ -62,9 +65,12 @@ struct Config {
   // Installed, they decide in p2p_layout, and the two thresholds become the
   // tables' loosest bounds (what the pass-through fast path tests).
   std::shared_ptr<const SendRules> send_rules;
-  // Alltoallv/w take-over rule, same meaning (VENEER_ALLTOALL_MAX_BLOCK).
-  int64_t alltoall_max_block = VENEER_DEFAULT_P2P_MAX_BLOCK;
+  // Alltoallv/w take-over rule per block, same meaning (VENEER_ALLTOALL_MAX_BLOCK);
+  // its own default per library (support/CMakeLists.txt: the halo exchange measured).
+  int64_t alltoall_max_block = VENEER_DEFAULT_ALLTOALL_MAX_BLOCK;
   ThresholdOrigin alltoall_max_block_origin = ThresholdOrigin::built_in;
+  // Smallest Alltoallv/w block (bytes) that Veneer packs (VENEER_ALLTOALL_MIN_BYTES).
+  int64_t alltoall_min_bytes = 0;
   // MPI_Pack/MPI_Unpack take-over rule for types of several contiguous runs:
   // a mean block of at most this many bytes (VENEER_PACK_MAX_BLOCK). Without
   // a profile, every decoded type (Veneer's packer was measured as fast or

@@ -33,6 +33,9 @@ enum class Counter : int {
   device_passed,
   device_via_host,
   device_combines,
+  alltoall_blocks_staged,
+  alltoall_blocks_typed,
+  alltoall_blocks_runs,
   count_  // number of counters
 };
 
@@ -57,7 +60,10 @@ inline constexpr const char* counter_name(Counter c) {
                                    "device moves on device",
                                    "device buffers passed through",
                                    "device moves through a host copy of the span",
-                                   "reduction combines on the device"};
+                                   "reduction combines on the device",
+                                   "alltoallv/w blocks staged",
+                                   "alltoallv/w blocks typed",
+                                   "alltoallv/w blocks as bytes in place"};
   return names[static_cast<int>(c)];
 }
 

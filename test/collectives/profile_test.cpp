@@ -350,8 +350,8 @@ TEST_F(ProfileLoading, P2pSectionSetsTheThresholdsOnEveryRank) {
   // The built-in thresholds, as a profile without the section leaves them.
   const std::string plain = file("no-p2p.json", topo::profile_text(profile_where("library")));
   ASSERT_EQ(load(plain).info.status, ProfileStatus::loaded);
-  const int64_t built_in = config().p2p_max_block;
-  expect_thresholds_everywhere(built_in, config().alltoall_max_block, ThresholdOrigin::built_in);
+  const int64_t built_in = config().p2p_max_block, built_in_alltoall = config().alltoall_max_block;
+  expect_thresholds_everywhere(built_in, built_in_alltoall, ThresholdOrigin::built_in);
   // Only rank 0 sees the profile; every rank takes its thresholds.
   const std::string path = file("p2p.json", topo::profile_text(profile_with_p2p(4096)));
   Loaded l = load(path, dir_ + "/not-there.json");
@@ -369,12 +369,12 @@ TEST_F(ProfileLoading, P2pSectionSetsTheThresholdsOnEveryRank) {
   expect_thresholds_everywhere(32, 32, ThresholdOrigin::profile);
   // A profile without the section puts the built-in default back.
   ASSERT_EQ(load(plain).info.status, ProfileStatus::loaded);
-  expect_thresholds_everywhere(built_in, built_in, ThresholdOrigin::built_in);
+  expect_thresholds_everywhere(built_in, built_in_alltoall, ThresholdOrigin::built_in);
   // And so does a profile that is not taken.
   file("p2p.json", topo::profile_text(profile_with_p2p(4096)));
   ASSERT_EQ(load(path).info.status, ProfileStatus::loaded);
   ASSERT_EQ(load(dir_ + "/nowhere.json").info.status, ProfileStatus::missing);
-  expect_thresholds_everywhere(built_in, built_in, ThresholdOrigin::built_in);
+  expect_thresholds_everywhere(built_in, built_in_alltoall, ThresholdOrigin::built_in);
 }
 
 TEST_F(ProfileLoading, UsersThresholdWinsOverTheProfile) {

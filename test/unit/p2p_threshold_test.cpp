@@ -226,7 +226,7 @@ TEST_F(ProfileThresholds, ProfileReplacesTheDefaultAndNulloptRestoresIt) {
   EXPECT_EQ(config().p2p_max_block_origin, ThresholdOrigin::profile);
   set_profile_thresholds(std::nullopt, std::nullopt);
   EXPECT_EQ(config().p2p_max_block, VENEER_DEFAULT_P2P_MAX_BLOCK);
-  EXPECT_EQ(config().alltoall_max_block, VENEER_DEFAULT_P2P_MAX_BLOCK);
+  EXPECT_EQ(config().alltoall_max_block, VENEER_DEFAULT_ALLTOALL_MAX_BLOCK);
   EXPECT_EQ(config().alltoall_max_block_origin, ThresholdOrigin::built_in);
   EXPECT_EQ(origin_name(config().alltoall_max_block_origin, "VENEER_ALLTOALL_MAX_BLOCK"), "built-in default");
 }
