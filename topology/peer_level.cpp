@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "topology/hierarchy.h"
+#include "topology/mpi_error.h"
 
 namespace veneer::topology {
 namespace {
@@ -25,7 +26,7 @@ struct PeerLevels {
 // MPI_Init before other threads call, read after.
 std::shared_ptr<const PeerLevels> g_world;
 
-int delete_levels(MPI_Comm, int, void* attribute, void*) {
+int delete_levels(MPI_Comm /*comm*/, int /*keyval*/, void* attribute, void* /*extra_state*/) {
   std::unique_ptr<PeerLevels> owned(static_cast<PeerLevels*>(attribute));
   return MPI_SUCCESS;
 }
@@ -36,7 +37,8 @@ std::mutex g_build_mutex;  // one builder per communicator at a time
 
 int keyval() {
   std::call_once(g_keyval_once, [] {
-    if (PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, delete_levels, &g_keyval, nullptr) != MPI_SUCCESS)
+    if (failed(PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, delete_levels, &g_keyval, nullptr),
+               "MPI_Comm_create_keyval"))
       g_keyval = MPI_KEYVAL_INVALID;
   });
   return g_keyval;
@@ -56,15 +58,18 @@ void settle(PeerLevels& l) {
 // comm's peers (its remote group for an intercommunicator) through the world map.
 std::unique_ptr<PeerLevels> build(MPI_Comm comm, const PeerLevels& world) {
   int inter = 0;
-  if (PMPI_Comm_test_inter(comm, &inter) != MPI_SUCCESS) return nullptr;
+  if (failed(PMPI_Comm_test_inter(comm, &inter), "MPI_Comm_test_inter")) return nullptr;
   MPI_Group peers = MPI_GROUP_NULL, world_group = MPI_GROUP_NULL;
-  if ((inter ? PMPI_Comm_remote_group(comm, &peers) : PMPI_Comm_group(comm, &peers)) != MPI_SUCCESS) return nullptr;
+  if (failed(inter ? PMPI_Comm_remote_group(comm, &peers) : PMPI_Comm_group(comm, &peers), "MPI_Comm_group"))
+    return nullptr;
   std::unique_ptr<PeerLevels> out;
   int n = 0;
-  if (PMPI_Comm_group(MPI_COMM_WORLD, &world_group) == MPI_SUCCESS && PMPI_Group_size(peers, &n) == MPI_SUCCESS) {
+  if (!failed(PMPI_Comm_group(MPI_COMM_WORLD, &world_group), "MPI_Comm_group (MPI_COMM_WORLD)") &&
+      !failed(PMPI_Group_size(peers, &n), "MPI_Group_size")) {
     std::vector<int> ranks(static_cast<size_t>(n)), in_world(static_cast<size_t>(n));
     for (int i = 0; i < n; ++i) ranks[static_cast<size_t>(i)] = i;
-    if (PMPI_Group_translate_ranks(peers, n, ranks.data(), world_group, in_world.data()) == MPI_SUCCESS) {
+    if (!failed(PMPI_Group_translate_ranks(peers, n, ranks.data(), world_group, in_world.data()),
+                "MPI_Group_translate_ranks")) {
       out = std::make_unique<PeerLevels>();
       out->of_rank.resize(static_cast<size_t>(n), PeerLevel::unknown);
       for (int i = 0; i < n; ++i) {
@@ -74,16 +79,16 @@ std::unique_ptr<PeerLevels> build(MPI_Comm comm, const PeerLevels& world) {
       settle(*out);
     }
   }
-  if (world_group != MPI_GROUP_NULL) PMPI_Group_free(&world_group);
-  PMPI_Group_free(&peers);
+  if (world_group != MPI_GROUP_NULL) failed(PMPI_Group_free(&world_group), "MPI_Group_free");
+  failed(PMPI_Group_free(&peers), "MPI_Group_free");
   return out;
 }
 
 }  // namespace
 
-bool learn_world_nodes() {
+bool learn_world_nodes(int* rc) {
   g_world.reset();
-  std::unique_ptr<Hierarchy> h = build_hierarchy(MPI_COMM_WORLD);
+  std::unique_ptr<Hierarchy> h = build_hierarchy(MPI_COMM_WORLD, std::nullopt, rc);
   if (!h) return false;
   auto world = std::make_shared<PeerLevels>();
   world->of_rank.reserve(h->node_of_rank.size());
@@ -104,15 +109,15 @@ PeerLevel peer_level(MPI_Comm comm, int peer) {
   if (key == MPI_KEYVAL_INVALID) return PeerLevel::unknown;
   void* cached = nullptr;
   int found = 0;
-  if (PMPI_Comm_get_attr(comm, key, &cached, &found) != MPI_SUCCESS) return PeerLevel::unknown;
+  if (failed(PMPI_Comm_get_attr(comm, key, &cached, &found), "MPI_Comm_get_attr")) return PeerLevel::unknown;
   if (!found) {
     // Built once per communicator; the attribute is never replaced, so a
     // pointer read without the lock stays valid until the communicator is freed.
     std::lock_guard<std::mutex> lock(g_build_mutex);
-    if (PMPI_Comm_get_attr(comm, key, &cached, &found) != MPI_SUCCESS) return PeerLevel::unknown;
+    if (failed(PMPI_Comm_get_attr(comm, key, &cached, &found), "MPI_Comm_get_attr")) return PeerLevel::unknown;
     if (!found) {
       std::unique_ptr<PeerLevels> built = build(comm, *world);
-      if (!built || PMPI_Comm_set_attr(comm, key, built.get()) != MPI_SUCCESS) return PeerLevel::unknown;
+      if (!built || failed(PMPI_Comm_set_attr(comm, key, built.get()), "MPI_Comm_set_attr")) return PeerLevel::unknown;
       cached = built.release();  // now owned by the attribute
     }
   }

@@ -13,15 +13,17 @@ namespace veneer::topology {
 
 // Collective over MPI_COMM_WORLD: learns which node every world rank runs on
 // (host names, or the pretend nodes of VENEER_RANKS_PER_NODE, as the
-// hierarchy does). False (and every level unknown) on an MPI error.
-bool learn_world_nodes();
+// hierarchy does). False (and every level unknown) on an MPI error, logged
+// with its cause, its code in *rc (topology/mpi_error.h).
+bool learn_world_nodes(int* rc = nullptr);
 // Forgets the map (every level unknown again); for tests and MPI_Finalize.
 void forget_world_nodes();
 
 // The level of `peer` (a rank of comm, of its remote group for an
 // intercommunicator, or MPI_ANY_SOURCE: the level every possible sender
 // shares, else unknown). Unknown before learn_world_nodes, for a peer outside
-// MPI_COMM_WORLD, an invalid rank, or on an MPI error. Thread-safe.
+// MPI_COMM_WORLD, an invalid rank, or on an MPI error (logged with its
+// cause). Thread-safe.
 PeerLevel peer_level(MPI_Comm comm, int peer);
 
 }  // namespace veneer::topology
