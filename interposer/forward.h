@@ -24,6 +24,13 @@
   X(Imrecv)                 \
   X(Sendrecv)               \
   X(Sendrecv_replace)       \
+  X(Send_init)              \
+  X(Ssend_init)             \
+  X(Bsend_init)             \
+  X(Rsend_init)             \
+  X(Recv_init)              \
+  X(Start)                  \
+  X(Startall)               \
   X(Wait)                   \
   X(Waitall)                \
   X(Waitany)                \
