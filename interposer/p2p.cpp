@@ -143,8 +143,7 @@ Incoming incoming(void* buf, int count, MPI_Datatype type, int peer, Routes rout
 int repack(Outgoing& out) {
   if (out.route != Route::device) return MPI_SUCCESS;
   const bool on_device = out.device.storage.kind() == kernels::PooledBuffer::Kind::device;
-  if (device::pack_into(out.carried, out.user_count, out.user, out.device.storage.get(), on_device))
-    return MPI_SUCCESS;
+  if (device::pack_into(out.carried, out.user_count, out.user, out.device.storage.get(), on_device)) return MPI_SUCCESS;
   log(LogLevel::error, "packing a %lld-byte device send buffer for MPI_Start failed (see the device messages above)",
       static_cast<long long>(out.carried.bytes));
   return MPI_ERR_INTERN;

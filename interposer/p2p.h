@@ -36,9 +36,9 @@ struct Outgoing {
   // The user's buffer (device route: packed again at every MPI_Start).
   const void* user = nullptr;
   int user_count = 0;
-  Staging host;             // host route: the packed bytes
-  device::Carried carried;  // device route: the buffer and its packer
-  device::Packed device;    // device route: the packed bytes
+  Staging host;                 // host route: the packed bytes
+  device::Carried carried;      // device route: the buffer and its packer
+  device::Packed device;        // device route: the packed bytes
   bool device_refused = false;  // a device buffer the device path could not take (counted apart)
 };
 

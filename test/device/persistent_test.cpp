@@ -108,10 +108,8 @@ class Typed {
   // New contents, on the device (or host) and in the image.
   void refill(uint32_t seed) {
     image_ = pattern(image_.size(), seed);
-    if (on_device_)
-      emu().upload(dev_, image_.data(), image_.size());
-    else
-      host_ = image_;
+    if (on_device_) emu().upload(dev_, image_.data(), image_.size());
+    else host_ = image_;
   }
   std::vector<char> contents() const {
     if (!on_device_) return host_;
@@ -196,8 +194,8 @@ struct Ring {
 uint32_t seed_of(int rank, int round) { return static_cast<uint32_t>(rank * 1000 + round + 1); }
 
 enum class Completion { wait, waitall, testall_loop, waitany, test_loop, waitsome, testany_loop };
-const Completion kCompletions[] = {Completion::wait,      Completion::waitall,  Completion::testall_loop,
-                                   Completion::waitany,   Completion::test_loop, Completion::waitsome,
+const Completion kCompletions[] = {Completion::wait,        Completion::waitall,   Completion::testall_loop,
+                                   Completion::waitany,     Completion::test_loop, Completion::waitsome,
                                    Completion::testany_loop};
 
 // Completes reqs[0] (the receive) and reqs[1] (the send); the receive's status in *st.
