@@ -40,7 +40,10 @@ void settle(std::vector<requests::Taken>& taken, const MPI_Request* reqs, bool a
   for (auto& t : taken) {
     const MPI_Status* st = any_completed ? status_of(t.index) : nullptr;
     if (t.pending.persistent) {
-      if (st && t.pending.active) requests::complete(t.pending, *st);
+      if (st && t.pending.active) {
+        requests::complete(t.pending, *st);
+        t.pending.active = false;
+      }
     } else if (st && reqs[t.index] == MPI_REQUEST_NULL) {
       requests::complete(t.pending, *st);
       continue;

@@ -75,8 +75,7 @@ bool tracked(MPI_Request req) {
 }
 
 void complete(Pending& p, const MPI_Status& status) {
-  p.active = false;
-  if (!p.is_recv || p.in.unpacked) return;
+  if (!p.is_recv || p.in.unpacked || (p.persistent && !p.active)) return;
   int cancelled = 0;
   if (PMPI_Test_cancelled(&status, &cancelled) != MPI_SUCCESS || cancelled) {
     p.in.unpacked = true;

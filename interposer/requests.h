@@ -52,8 +52,8 @@ bool tracked(MPI_Request req);
 void unpack_now(MPI_Request req, const MPI_Status& status);
 
 // Finishes a completed operation: unpacks a receive unless it was cancelled
-// (a failure is logged; the status stays the library's). A persistent request
-// becomes inactive.
+// (a failure is logged; the status stays the library's), once. A persistent
+// request that is not active has nothing to finish.
 void complete(Pending& pending, const MPI_Status& status);
 
 // MPI_Request_free on a tracked request: the library request is kept and
