@@ -18,6 +18,9 @@
   X(Rsend)                  \
   X(Isend)                  \
   X(Issend)                 \
+  X(Bsend)                  \
+  X(Ibsend)                 \
+  X(Irsend)                 \
   X(Recv)                   \
   X(Irecv)                  \
   X(Mrecv)                  \

@@ -265,6 +265,9 @@ extern "C" int MPI_Ssend(const void* buf, int count, MPI_Datatype type, int dest
 extern "C" int MPI_Rsend(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm) {
   return blocking_send(next::Rsend, buf, count, type, dest, tag, comm);
 }
+extern "C" int MPI_Bsend(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm) {
+  return blocking_send(next::Bsend, buf, count, type, dest, tag, comm);
+}
 extern "C" int MPI_Isend(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
                          MPI_Request* request) {
   if (p2p_passes(count, type, dest)) {
@@ -276,6 +279,14 @@ extern "C" int MPI_Isend(const void* buf, int count, MPI_Datatype type, int dest
 extern "C" int MPI_Issend(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
                           MPI_Request* request) {
   return nonblocking_send(next::Issend, buf, count, type, dest, tag, comm, request);
+}
+extern "C" int MPI_Ibsend(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
+                          MPI_Request* request) {
+  return nonblocking_send(next::Ibsend, buf, count, type, dest, tag, comm, request);
+}
+extern "C" int MPI_Irsend(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
+                          MPI_Request* request) {
+  return nonblocking_send(next::Irsend, buf, count, type, dest, tag, comm, request);
 }
 
 // The common pass-through in a few instructions (no stack frame), the rest out of line.

@@ -442,6 +442,49 @@ TEST_F(Persistent, FreedBeforeAnyStartAndCancelled) {
   }
 }
 
+// Buffered (MPI_Bsend, MPI_Ibsend) and ready (MPI_Irsend) sends of device
+// and host buffers: the same one path as every other send.
+TEST_F(Persistent, BufferedAndReadySendsHostAndDevice) {
+  Ring r;
+  TypeSet set;
+  std::vector<char> bsend_buffer(1 << 20);
+  MPI_Buffer_attach(bsend_buffer.data(), static_cast<int>(bsend_buffer.size()));
+  int round = 0;
+  for (TestType& tt : set.types) {
+    for (int how = 0; how < 3; ++how) {  // Bsend, Ibsend, Irsend
+      for (bool on_device : {true, false}) {
+        SCOPED_TRACE(tt.name + " send " + std::to_string(how) + (on_device ? " device" : " host"));
+        ++round;
+        Typed src(tt.type, tt.count, seed_of(r.me, 100 + round), on_device);
+        Typed dst(tt.type, tt.count, 0x5e500 + r.me, on_device);
+        Typed from_left(tt.type, tt.count, seed_of(r.left, 100 + round), false);
+        const std::vector<char> want = expected(from_left, dst, tt.type, tt.count);
+        MPI_Request reqs[2];
+        ASSERT_EQ(MPI_Irecv(dst.buf(), tt.count, tt.type, r.left, round, MPI_COMM_WORLD, &reqs[0]), MPI_SUCCESS);
+        MPI_Barrier(MPI_COMM_WORLD);  // every receive is posted: a ready send may start
+        if (how == 0) {
+          ASSERT_EQ(MPI_Bsend(src.buf(), tt.count, tt.type, r.right, round, MPI_COMM_WORLD), MPI_SUCCESS);
+          reqs[1] = MPI_REQUEST_NULL;
+        } else if (how == 1) {
+          ASSERT_EQ(MPI_Ibsend(src.buf(), tt.count, tt.type, r.right, round, MPI_COMM_WORLD, &reqs[1]), MPI_SUCCESS);
+        } else {
+          ASSERT_EQ(MPI_Irsend(src.buf(), tt.count, tt.type, r.right, round, MPI_COMM_WORLD, &reqs[1]), MPI_SUCCESS);
+        }
+        MPI_Status sts[2];
+        ASSERT_EQ(MPI_Waitall(2, reqs, sts), MPI_SUCCESS);
+        int n = -1;
+        MPI_Get_count(&sts[0], tt.type, &n);
+        EXPECT_EQ(n, tt.count);
+        EXPECT_TRUE(same_bytes(dst.contents(), want));
+        EXPECT_TRUE(same_bytes(src.contents(), src.image()));
+      }
+    }
+  }
+  void* detached = nullptr;
+  int detached_size = 0;
+  MPI_Buffer_detach(&detached, &detached_size);
+}
+
 // Last: every staging buffer went back with its request.
 TEST(PersistentZ, NothingOutstandingOncePoolsAreReleased) {
   MPI_Barrier(MPI_COMM_WORLD);
