@@ -196,11 +196,11 @@ int nonblocking_send(IsendFn fn, const void* buf, int count, MPI_Datatype type, 
     counters().add(Counter::send_passed);
     return fn(buf, count, type, dest, tag, comm, request);
   }
-  Pending pending;
-  pending.out = outgoing(buf, count, type, dest, routes);
-  const Outgoing& out = pending.out;
+  Outgoing out = outgoing(buf, count, type, dest, routes);
   const int rc = fn(out.buf, out.count, out.type, dest, tag, comm, request);
   if (rc == MPI_SUCCESS && out.route != Route::pass) {
+    Pending pending;
+    pending.out = std::move(out);
     pending.persistent = routes == Routes::device_only;
     requests::track(*request, std::move(pending));
   }
@@ -213,12 +213,12 @@ int nonblocking_recv(RecvInitFn fn, void* buf, int count, MPI_Datatype type, int
     counters().add(Counter::recv_passed);
     return fn(buf, count, type, source, tag, comm, request);
   }
-  Pending pending;
-  pending.is_recv = true;
-  pending.in = incoming(buf, count, type, source, routes);
-  const Incoming& in = pending.in;
+  Incoming in = incoming(buf, count, type, source, routes);
   const int rc = fn(in.buf, in.count, in.type, source, tag, comm, request);
   if (rc == MPI_SUCCESS && in.route != Route::pass) {
+    Pending pending;
+    pending.is_recv = true;
+    pending.in = std::move(in);
     pending.persistent = routes == Routes::device_only;
     requests::track(*request, std::move(pending));
   }
@@ -330,12 +330,14 @@ extern "C" int MPI_Imrecv(void* buf, int count, MPI_Datatype type, MPI_Message* 
     counters().add(Counter::recv_passed);
     return next::Imrecv(buf, count, type, message, request);
   }
-  Pending pending;
-  pending.is_recv = true;
-  pending.in = incoming(buf, count, type, 0, Routes::device_only);
-  const Incoming& in = pending.in;
+  Incoming in = incoming(buf, count, type, 0, Routes::device_only);
   const int rc = next::Imrecv(in.buf, in.count, in.type, message, request);
-  if (rc == MPI_SUCCESS && in.route != Route::pass) requests::track(*request, std::move(pending));
+  if (rc == MPI_SUCCESS && in.route != Route::pass) {
+    Pending pending;
+    pending.is_recv = true;
+    pending.in = std::move(in);
+    requests::track(*request, std::move(pending));
+  }
   return rc;
 }
 
