@@ -1,5 +1,5 @@
 ! The rest of the calls Veneer takes over, from `include 'mpif.h'`: Init_thread, Ssend,
-! Rsend, Issend, Sendrecv_replace, Waitsome, Testsome, Testany, Testall,
+! Rsend, Issend, Send_init/Recv_init/Start/Startall, Sendrecv_replace, Waitsome, Testsome, Testany, Testall,
 ! Request_get_status, Request_free, Cancel, Bcast, Reduce, Allgather,
 ! Alltoall, Alltoallv/w, Neighbor_alltoallv/w, Reduce_scatter(_block), each
 ! result checked against a hand-computed reference.
@@ -58,6 +58,22 @@ program calls_test
   if (.not. all(seen(1:2))) call MPI_Waitall(2, reqs, MPI_STATUSES_IGNORE, ierr)
   call check(all(reqs(1:2) == MPI_REQUEST_NULL), 'waitsome requests freed')
   call check_vector(rbuf, right, 'issend + waitsome')
+
+  ! Persistent: Recv_init / Send_init, two rounds of Startall + Waitall, then Start + Wait, then Request_free.
+  call MPI_Recv_init(rbuf, 1, vec, left, 9, MPI_COMM_WORLD, reqs(1), ierr)
+  call MPI_Send_init(sbuf, 1, vec, right, 9, MPI_COMM_WORLD, reqs(2), ierr)
+  do k = 1, 3
+    rbuf = -1d0
+    if (k < 3) call MPI_Startall(2, reqs, ierr)
+    if (k == 3) call MPI_Start(reqs(1), ierr)
+    if (k == 3) call MPI_Start(reqs(2), ierr)
+    call MPI_Waitall(2, reqs, MPI_STATUSES_IGNORE, ierr)
+    call check(all(reqs(1:2) /= MPI_REQUEST_NULL), 'persistent requests stay')
+    call check_vector(rbuf, left, 'send_init/recv_init + start(all)')
+  end do
+  call MPI_Request_free(reqs(1), ierr)
+  call MPI_Request_free(reqs(2), ierr)
+  call check(all(reqs(1:2) == MPI_REQUEST_NULL), 'persistent requests freed')
 
   ! Testsome, Testany and Testall loops.
   rbuf = -1d0
