@@ -340,6 +340,7 @@ void veneer_fortran_unpack(void* inbuf, F* insize, F* position, void* outbuf, F*
 VENEER_FORTRAN_BLOCKING_SEND(send, MPI_Send)
 VENEER_FORTRAN_BLOCKING_SEND(ssend, MPI_Ssend)
 VENEER_FORTRAN_BLOCKING_SEND(rsend, MPI_Rsend)
+VENEER_FORTRAN_BLOCKING_SEND(bsend, MPI_Bsend)
 #undef VENEER_FORTRAN_BLOCKING_SEND
 
 #define VENEER_FORTRAN_NONBLOCKING(lower, Call)                                                                 \
@@ -352,6 +353,8 @@ VENEER_FORTRAN_BLOCKING_SEND(rsend, MPI_Rsend)
 VENEER_FORTRAN_NONBLOCKING(isend, MPI_Isend)
 VENEER_FORTRAN_NONBLOCKING(issend, MPI_Issend)
 VENEER_FORTRAN_NONBLOCKING(irecv, MPI_Irecv)
+VENEER_FORTRAN_NONBLOCKING(ibsend, MPI_Ibsend)
+VENEER_FORTRAN_NONBLOCKING(irsend, MPI_Irsend)
 VENEER_FORTRAN_NONBLOCKING(send_init, MPI_Send_init)
 VENEER_FORTRAN_NONBLOCKING(ssend_init, MPI_Ssend_init)
 VENEER_FORTRAN_NONBLOCKING(bsend_init, MPI_Bsend_init)
@@ -594,6 +597,9 @@ VENEER_FORTRAN_NAMES_BUFFER(veneer_fortran_allgather, mpi_allgather, MPI_ALLGATH
 VENEER_FORTRAN_NAMES_BUFFER(veneer_fortran_reduce_scatter, mpi_reduce_scatter, MPI_REDUCE_SCATTER)
 VENEER_FORTRAN_NAMES_BUFFER(veneer_fortran_reduce_scatter_block, mpi_reduce_scatter_block, MPI_REDUCE_SCATTER_BLOCK)
 VENEER_FORTRAN_NAMES_BUFFER(veneer_fortran_alltoall, mpi_alltoall, MPI_ALLTOALL)
+VENEER_FORTRAN_NAMES_BUFFER(veneer_fortran_bsend, mpi_bsend, MPI_BSEND)
+VENEER_FORTRAN_NAMES_BUFFER(veneer_fortran_ibsend, mpi_ibsend, MPI_IBSEND)
+VENEER_FORTRAN_NAMES_BUFFER(veneer_fortran_irsend, mpi_irsend, MPI_IRSEND)
 VENEER_FORTRAN_NAMES_BUFFER(veneer_fortran_send_init, mpi_send_init, MPI_SEND_INIT)
 VENEER_FORTRAN_NAMES_BUFFER(veneer_fortran_ssend_init, mpi_ssend_init, MPI_SSEND_INIT)
 VENEER_FORTRAN_NAMES_BUFFER(veneer_fortran_bsend_init, mpi_bsend_init, MPI_BSEND_INIT)

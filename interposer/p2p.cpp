@@ -64,7 +64,6 @@ Outgoing outgoing(const void* buf, int count, MPI_Datatype type, int peer, Route
       log(LogLevel::warn, "a device send buffer of %lld bytes could not be staged; handed to the library as it is",
           static_cast<long long>(c.bytes));
       out.device = {};
-      out.device_refused = true;
       counters().add(Counter::device_passed);
       return out;
     }
@@ -107,7 +106,6 @@ Incoming incoming(void* buf, int count, MPI_Datatype type, int peer, Routes rout
       log(LogLevel::warn, "no landing zone for a %lld-byte device receive; handed to the library as it is",
           static_cast<long long>(c.bytes));
       in.device = {};
-      in.device_refused = true;
       counters().add(Counter::device_passed);
       return in;
     }

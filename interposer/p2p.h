@@ -36,10 +36,9 @@ struct Outgoing {
   // The user's buffer (device route: packed again at every MPI_Start).
   const void* user = nullptr;
   int user_count = 0;
-  Staging host;                 // host route: the packed bytes
-  device::Carried carried;      // device route: the buffer and its packer
-  device::Packed device;        // device route: the packed bytes
-  bool device_refused = false;  // a device buffer the device path could not take (counted apart)
+  Staging host;             // host route: the packed bytes
+  device::Carried carried;  // device route: the buffer and its packer
+  device::Packed device;    // device route: the packed bytes
 };
 
 struct Incoming {
@@ -56,8 +55,7 @@ struct Incoming {
   int64_t capacity = 0;                             // bytes the library may write
   device::Carried carried;                          // device route
   device::Packed device;                            // device route: the landing zone
-  bool device_refused = false;
-  bool unpacked = false;  // already unpacked (MPI_Request_get_status, or done)
+  bool unpacked = false;                            // already unpacked (MPI_Request_get_status, or done)
 };
 
 // The description of sending `count` instances of `type` at `buf` to `peer`
