@@ -24,7 +24,8 @@ namespace veneer {
 
 enum class Route : uint8_t { pass, host, device };
 
-// Which routes a builder may choose (persistent requests: pass or device).
+// Which routes a builder may choose (persistent requests and matched
+// receives: pass or device; host data of theirs stays with the library).
 enum class Routes : uint8_t { any, device_only };
 
 struct Outgoing {
@@ -59,8 +60,9 @@ struct Incoming {
 };
 
 // The description of sending `count` instances of `type` at `buf` to `peer`
-// (a send of a matched or peerless kind passes 0). Never fails: what cannot
-// be staged (no memory, the device failed) passes through, logged.
+// (a matched receive, whose partner is already fixed, passes 0). Never
+// fails: what cannot be staged (no memory, the device failed) passes
+// through, logged. Counts the decision (support/counters.h).
 Outgoing outgoing(const void* buf, int count, MPI_Datatype type, int peer, Routes routes = Routes::any);
 // The same for a receive; the landing zone is allocated, nothing received yet.
 Incoming incoming(void* buf, int count, MPI_Datatype type, int peer, Routes routes = Routes::any);
@@ -71,8 +73,9 @@ int repack(Outgoing& out);
 
 // Unpacks what the library received (its status `st` and return code `rc`)
 // into the user's buffer, once; returns rc, or MPI_ERR_INTERN (logged with
-// its cause) if the device failed to unpack. A cancelled or failed receive
-// has nothing to unpack.
+// its cause) if the device failed to unpack. A receive that failed for another
+// reason than truncation has nothing to unpack (a cancelled one is
+// requests::complete()'s to skip).
 int finish(Incoming& in, const MPI_Status& st, int rc);
 
 }  // namespace veneer
