@@ -51,7 +51,8 @@ device::Carried carried(const void* buf, int count, MPI_Datatype type, int peer)
 
 }  // namespace
 
-Outgoing outgoing(const void* buf, int count, MPI_Datatype type, int peer, Routes routes) {
+Outgoing outgoing(const void* buf, int count, MPI_Datatype type, int peer, [[maybe_unused]] MPI_Comm comm,
+                  Routes routes) {
   Outgoing out;
   out.buf = out.user = buf;
   out.count = out.user_count = count;
@@ -96,7 +97,7 @@ Outgoing outgoing(const void* buf, int count, MPI_Datatype type, int peer, Route
   return out;
 }
 
-Incoming incoming(void* buf, int count, MPI_Datatype type, int peer, Routes routes) {
+Incoming incoming(void* buf, int count, MPI_Datatype type, int peer, [[maybe_unused]] MPI_Comm comm, Routes routes) {
   Incoming in;
   in.buf = in.user = buf;
   in.count = in.user_count = count;
@@ -182,7 +183,7 @@ int blocking_send(SendFn fn, const void* buf, int count, MPI_Datatype type, int 
     counters().add(Counter::send_passed);
     return fn(buf, count, type, dest, tag, comm);
   }
-  const Outgoing out = outgoing(buf, count, type, dest);
+  const Outgoing out = outgoing(buf, count, type, dest, comm);
   return fn(out.buf, out.count, out.type, dest, tag, comm);
 }
 
@@ -194,7 +195,7 @@ int nonblocking_send(IsendFn fn, const void* buf, int count, MPI_Datatype type, 
     counters().add(Counter::send_passed);
     return fn(buf, count, type, dest, tag, comm, request);
   }
-  Outgoing out = outgoing(buf, count, type, dest, routes);
+  Outgoing out = outgoing(buf, count, type, dest, comm, routes);
   const int rc = fn(out.buf, out.count, out.type, dest, tag, comm, request);
   if (rc == MPI_SUCCESS && out.route != Route::pass) {
     Pending pending;
@@ -211,7 +212,7 @@ int nonblocking_recv(RecvInitFn fn, void* buf, int count, MPI_Datatype type, int
     counters().add(Counter::recv_passed);
     return fn(buf, count, type, source, tag, comm, request);
   }
-  Incoming in = incoming(buf, count, type, source, routes);
+  Incoming in = incoming(buf, count, type, source, comm, routes);
   const int rc = fn(in.buf, in.count, in.type, source, tag, comm, request);
   if (rc == MPI_SUCCESS && in.route != Route::pass) {
     Pending pending;
@@ -225,7 +226,7 @@ int nonblocking_recv(RecvInitFn fn, void* buf, int count, MPI_Datatype type, int
 
 // Out of line with the entry point's own arguments, so the entry point jumps here without a frame.
 [[gnu::noinline]] int send_slow(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm) {
-  const Outgoing out = outgoing(buf, count, type, dest);
+  const Outgoing out = outgoing(buf, count, type, dest, comm);
   return next::Send(out.buf, out.count, out.type, dest, tag, comm);
 }
 [[gnu::noinline]] int isend_slow(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
@@ -235,7 +236,7 @@ int nonblocking_recv(RecvInitFn fn, void* buf, int count, MPI_Datatype type, int
 
 [[gnu::noinline]] int recv_slow(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm,
                                 MPI_Status* status) {
-  Incoming in = incoming(buf, count, type, source);
+  Incoming in = incoming(buf, count, type, source, comm);
   if (in.route == Route::pass) return next::Recv(buf, count, type, source, tag, comm, status);
   MPI_Status local;
   MPI_Status* st = status == MPI_STATUS_IGNORE ? &local : status;
@@ -315,7 +316,7 @@ extern "C" int MPI_Mrecv(void* buf, int count, MPI_Datatype type, MPI_Message* m
     counters().add(Counter::recv_passed);
     return next::Mrecv(buf, count, type, message, status);
   }
-  Incoming in = incoming(buf, count, type, 0, Routes::device_only);
+  Incoming in = incoming(buf, count, type, 0, MPI_COMM_NULL, Routes::device_only);
   if (in.route == Route::pass) return next::Mrecv(buf, count, type, message, status);
   MPI_Status local;
   MPI_Status* st = status == MPI_STATUS_IGNORE ? &local : status;
@@ -328,7 +329,7 @@ extern "C" int MPI_Imrecv(void* buf, int count, MPI_Datatype type, MPI_Message* 
     counters().add(Counter::recv_passed);
     return next::Imrecv(buf, count, type, message, request);
   }
-  Incoming in = incoming(buf, count, type, 0, Routes::device_only);
+  Incoming in = incoming(buf, count, type, 0, MPI_COMM_NULL, Routes::device_only);
   const int rc = next::Imrecv(in.buf, in.count, in.type, message, request);
   if (rc == MPI_SUCCESS && in.route != Route::pass) {
     Pending pending;
@@ -343,8 +344,8 @@ extern "C" int MPI_Imrecv(void* buf, int count, MPI_Datatype type, MPI_Message* 
 extern "C" int MPI_Sendrecv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, int dest, int sendtag,
                             void* recvbuf, int recvcount, MPI_Datatype recvtype, int source, int recvtag, MPI_Comm comm,
                             MPI_Status* status) {
-  const Outgoing out = outgoing(sendbuf, sendcount, sendtype, dest);
-  Incoming in = incoming(recvbuf, recvcount, recvtype, source);
+  const Outgoing out = outgoing(sendbuf, sendcount, sendtype, dest, comm);
+  Incoming in = incoming(recvbuf, recvcount, recvtype, source, comm);
   if (in.route == Route::pass)
     return next::Sendrecv(out.buf, out.count, out.type, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag,
                           comm, status);
@@ -360,8 +361,8 @@ extern "C" int MPI_Sendrecv(const void* sendbuf, int sendcount, MPI_Datatype sen
 // becomes a Sendrecv; only when both pass does the library see the replace.
 extern "C" int MPI_Sendrecv_replace(void* buf, int count, MPI_Datatype type, int dest, int sendtag, int source,
                                     int recvtag, MPI_Comm comm, MPI_Status* status) {
-  const Outgoing out = outgoing(buf, count, type, dest);
-  Incoming in = incoming(buf, count, type, source);
+  const Outgoing out = outgoing(buf, count, type, dest, comm);
+  Incoming in = incoming(buf, count, type, source, comm);
   if (out.route == Route::pass && in.route == Route::pass)
     return next::Sendrecv_replace(buf, count, type, dest, sendtag, source, recvtag, comm, status);
   MPI_Status local;

@@ -60,12 +60,13 @@ struct Incoming {
 };
 
 // The description of sending `count` instances of `type` at `buf` to `peer`
-// (a matched receive, whose partner is already fixed, passes 0). Never
+// on `comm` (a matched receive, whose partner is already fixed, passes 0 and
+// MPI_COMM_NULL: it takes no host route, which asks the communicator). Never
 // fails: what cannot be staged (no memory, the device failed) passes
 // through, logged. Counts the decision (support/counters.h).
-Outgoing outgoing(const void* buf, int count, MPI_Datatype type, int peer, Routes routes = Routes::any);
+Outgoing outgoing(const void* buf, int count, MPI_Datatype type, int peer, MPI_Comm comm, Routes routes = Routes::any);
 // The same for a receive; the landing zone is allocated, nothing received yet.
-Incoming incoming(void* buf, int count, MPI_Datatype type, int peer, Routes routes = Routes::any);
+Incoming incoming(void* buf, int count, MPI_Datatype type, int peer, MPI_Comm comm, Routes routes = Routes::any);
 
 // Packs the user's buffer again into the same staging (persistent sends, at
 // every MPI_Start); an MPI error code.
