@@ -77,13 +77,16 @@ struct Args {
   int root = 0;
 };
 
+// Written with designated initialisers, one per algorithm file:
+//   extern const Algorithm bcast_binomial_algorithm{.collective = Collective::bcast, .name = "binomial", ...};
+// and listed once in registry.cpp.
 struct Algorithm {
-  Collective collective;
+  Collective collective = Collective::allreduce;
   std::string_view name;  // what users write in overrides and read in reports
-  Requirements needs;
-  bool hierarchical;  // uses the node structure (the library's own estimate ignores these)
-  double (*predicted_seconds)(const Shape&, const CostModel&);
-  int (*run)(const Args&, const Hierarchy&);  // MPI error code
+  Requirements needs{};
+  bool hierarchical = false;  // uses the node structure (the library's own estimate ignores these)
+  double (*predicted_seconds)(const Shape&, const CostModel&) = nullptr;
+  int (*run)(const Args&, const Hierarchy&) = nullptr;  // MPI error code
 };
 
 // Every algorithm of collective `c`.

@@ -37,6 +37,7 @@ int run(const Args& a, const Hierarchy& h) {
 
 }  // namespace
 
-extern const Algorithm allgather_bruck_algorithm{Collective::allgather, "bruck", Requirements{}, false, predicted, run};
+extern const Algorithm allgather_bruck_algorithm{
+    .collective = Collective::allgather, .name = "bruck", .needs = {}, .predicted_seconds = predicted, .run = run};
 
 }  // namespace veneer::algorithms

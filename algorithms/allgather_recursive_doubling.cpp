@@ -31,7 +31,10 @@ int run(const Args& a, const Hierarchy& h) {
 
 }  // namespace
 
-extern const Algorithm allgather_recursive_doubling_algorithm{
-    Collective::allgather, "recursive_doubling", Requirements{.power_of_two = true}, false, predicted, run};
+extern const Algorithm allgather_recursive_doubling_algorithm{.collective = Collective::allgather,
+                                                              .name = "recursive_doubling",
+                                                              .needs = {.power_of_two = true},
+                                                              .predicted_seconds = predicted,
+                                                              .run = run};
 
 }  // namespace veneer::algorithms

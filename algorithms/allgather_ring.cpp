@@ -8,8 +8,8 @@ namespace veneer::algorithms {
 
 int allgatherv_ring(void* buf, const Blocks& blocks, MPI_Datatype type, int64_t extent, MPI_Comm comm, Tag tag) {
   int p = 1, rank = 0;
-  PMPI_Comm_size(comm, &p);
-  PMPI_Comm_rank(comm, &rank);
+  VENEER_TRY(PMPI_Comm_size(comm, &p));
+  VENEER_TRY(PMPI_Comm_rank(comm, &rank));
   const int right = (rank + 1) % p, left = (rank - 1 + p) % p;
   auto at = [&](size_t b) { return static_cast<std::byte*>(buf) + blocks.offsets[b] * extent; };
   for (int step = 0; step < p - 1; ++step) {
@@ -41,6 +41,7 @@ int run(const Args& a, const Hierarchy& h) {
 
 }  // namespace
 
-extern const Algorithm allgather_ring_algorithm{Collective::allgather, "ring", Requirements{}, false, predicted, run};
+extern const Algorithm allgather_ring_algorithm{
+    .collective = Collective::allgather, .name = "ring", .needs = {}, .predicted_seconds = predicted, .run = run};
 
 }  // namespace veneer::algorithms

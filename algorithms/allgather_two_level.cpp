@@ -58,7 +58,11 @@ int run(const Args& a, const Hierarchy& h) {
 
 }  // namespace
 
-extern const Algorithm allgather_two_level_algorithm{
-    Collective::allgather, "two_level", Requirements{}, true, predicted, run};
+extern const Algorithm allgather_two_level_algorithm{.collective = Collective::allgather,
+                                                     .name = "two_level",
+                                                     .needs = {},
+                                                     .hierarchical = true,
+                                                     .predicted_seconds = predicted,
+                                                     .run = run};
 
 }  // namespace veneer::algorithms

@@ -31,17 +31,16 @@ int run(const Args& a, const Hierarchy& h) {
   const MPI_Comm lanes = h.lanes();  // every rank: made on first use, collectively
   VENEER_TRY(reduce_scatter_pairwise(input_of(a), mine, blocks, *r, h.node_comm(), Tag::allreduce));
   if (h.node_count > 1) VENEER_TRY(inter_node_allreduce(mine, blocks.counts[lane], *r, lanes, Tag::allreduce));
-  return allgatherv_ring(a.rbuf, blocks, r->type.type, r->type.extent, h.node_comm(), Tag::allreduce);
+  return allgatherv_ring(a.rbuf, blocks, r->type.handle, r->type.extent(), h.node_comm(), Tag::allreduce);
 }
 
 }  // namespace
 
-extern const Algorithm allreduce_lanes_algorithm{
-    Collective::allreduce,
-    "lanes",
-    Requirements{.order = OpOrder::node_order, .equal_ranks_per_node = true},
-    true,
-    predicted,
-    run};
+extern const Algorithm allreduce_lanes_algorithm{.collective = Collective::allreduce,
+                                                 .name = "lanes",
+                                                 .needs = {.order = OpOrder::node_order, .equal_ranks_per_node = true},
+                                                 .hierarchical = true,
+                                                 .predicted_seconds = predicted,
+                                                 .run = run};
 
 }  // namespace veneer::algorithms

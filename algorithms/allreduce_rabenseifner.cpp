@@ -8,8 +8,8 @@ namespace veneer::algorithms {
 
 int allreduce_rabenseifner(const void* input, void* output, int64_t count, const Reduction& r, MPI_Comm comm, Tag tag) {
   int p = 1, rank = 0;
-  PMPI_Comm_size(comm, &p);
-  PMPI_Comm_rank(comm, &rank);
+  VENEER_TRY(PMPI_Comm_size(comm, &p));
+  VENEER_TRY(PMPI_Comm_rank(comm, &rank));
   VENEER_TRY(copy(output, input, count, r.type));
   if (p == 1 || count == 0) return MPI_SUCCESS;
   Folding f(p, rank);
@@ -50,7 +50,10 @@ int run(const Args& a, const Hierarchy& h) {
 
 }  // namespace
 
-extern const Algorithm allreduce_rabenseifner_algorithm{
-    Collective::allreduce, "rabenseifner", Requirements{.order = OpOrder::rank_order}, false, predicted, run};
+extern const Algorithm allreduce_rabenseifner_algorithm{.collective = Collective::allreduce,
+                                                        .name = "rabenseifner",
+                                                        .needs = {.order = OpOrder::rank_order},
+                                                        .predicted_seconds = predicted,
+                                                        .run = run};
 
 }  // namespace veneer::algorithms

@@ -11,8 +11,8 @@ namespace veneer::algorithms {
 int allreduce_recursive_doubling(const void* input, void* output, int64_t count, const Reduction& r, MPI_Comm comm,
                                  Tag tag) {
   int p = 1, rank = 0;
-  PMPI_Comm_size(comm, &p);
-  PMPI_Comm_rank(comm, &rank);
+  VENEER_TRY(PMPI_Comm_size(comm, &p));
+  VENEER_TRY(PMPI_Comm_rank(comm, &rank));
   VENEER_TRY(copy(output, input, count, r.type));
   if (p == 1 || count == 0) return MPI_SUCCESS;
   Folding f(p, rank);
@@ -23,7 +23,7 @@ int allreduce_recursive_doubling(const void* input, void* output, int64_t count,
     void* other = scratch.data();
     for (int mask = 1; mask < f.pof2; mask <<= 1) {
       const int partner = f.original(f.newrank ^ mask);
-      VENEER_TRY(sendrecv(acc, count, r.type.type, partner, other, count, r.type.type, partner, tag, comm));
+      VENEER_TRY(sendrecv(acc, count, r.type.handle, partner, other, count, r.type.handle, partner, tag, comm));
       if (partner < rank) {
         VENEER_TRY(reduce_local(other, acc, count, r.type, r.op));
       } else {
@@ -61,7 +61,10 @@ int run(const Args& a, const Hierarchy& h) {
 
 }  // namespace
 
-extern const Algorithm allreduce_recursive_doubling_algorithm{
-    Collective::allreduce, "recursive_doubling", Requirements{.order = OpOrder::rank_order}, false, predicted, run};
+extern const Algorithm allreduce_recursive_doubling_algorithm{.collective = Collective::allreduce,
+                                                              .name = "recursive_doubling",
+                                                              .needs = {.order = OpOrder::rank_order},
+                                                              .predicted_seconds = predicted,
+                                                              .run = run};
 
 }  // namespace veneer::algorithms

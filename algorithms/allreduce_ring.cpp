@@ -9,8 +9,8 @@ namespace veneer::algorithms {
 
 int allreduce_ring(const void* input, void* output, int64_t count, const Reduction& r, MPI_Comm comm, Tag tag) {
   int p = 1, rank = 0;
-  PMPI_Comm_size(comm, &p);
-  PMPI_Comm_rank(comm, &rank);
+  VENEER_TRY(PMPI_Comm_size(comm, &p));
+  VENEER_TRY(PMPI_Comm_rank(comm, &rank));
   VENEER_TRY(copy(output, input, count, r.type));
   if (p == 1 || count == 0) return MPI_SUCCESS;
   const Blocks blocks = Blocks::even(count, p);
@@ -20,14 +20,15 @@ int allreduce_ring(const void* input, void* output, int64_t count, const Reducti
   auto size = [&](int b) { return blocks.counts[static_cast<size_t>(b)]; };
   for (int step = 0; step < p - 1; ++step) {
     const int out = (rank - step + p) % p, in = (rank - step - 1 + p) % p;
-    VENEER_TRY(
-        sendrecv(block(out), size(out), r.type.type, right, scratch.data(), size(in), r.type.type, left, tag, comm));
+    VENEER_TRY(sendrecv(block(out), size(out), r.type.handle, right, scratch.data(), size(in), r.type.handle, left, tag,
+                        comm));
     VENEER_TRY(reduce_local(scratch.data(), block(in), size(in), r.type, r.op));
   }
   // Rank r now holds block r+1 complete; pass the complete blocks round.
   for (int step = 0; step < p - 1; ++step) {
     const int out = (rank + 1 - step + p) % p, in = (rank - step + p) % p;
-    VENEER_TRY(sendrecv(block(out), size(out), r.type.type, right, block(in), size(in), r.type.type, left, tag, comm));
+    VENEER_TRY(
+        sendrecv(block(out), size(out), r.type.handle, right, block(in), size(in), r.type.handle, left, tag, comm));
   }
   return MPI_SUCCESS;
 }
@@ -48,7 +49,10 @@ int run(const Args& a, const Hierarchy& h) {
 
 }  // namespace
 
-extern const Algorithm allreduce_ring_algorithm{
-    Collective::allreduce, "ring", Requirements{.order = OpOrder::any_order}, false, predicted, run};
+extern const Algorithm allreduce_ring_algorithm{.collective = Collective::allreduce,
+                                                .name = "ring",
+                                                .needs = {.order = OpOrder::any_order},
+                                                .predicted_seconds = predicted,
+                                                .run = run};
 
 }  // namespace veneer::algorithms

@@ -27,8 +27,8 @@ double inter_node_allreduce_seconds(double bytes, int64_t count, int ranks, cons
 
 int inter_node_allreduce(void* buf, int64_t count, const Reduction& r, MPI_Comm comm, Tag tag) {
   int p = 1;
-  PMPI_Comm_size(comm, &p);
-  if (inter_node_uses_halving(count * r.type.size, count, p))
+  VENEER_TRY(PMPI_Comm_size(comm, &p));
+  if (inter_node_uses_halving(count * r.type.size(), count, p))
     return allreduce_rabenseifner(buf, buf, count, r, comm, tag);
   return allreduce_recursive_doubling(buf, buf, count, r, comm, tag);
 }
@@ -50,12 +50,16 @@ int run(const Args& a, const Hierarchy& h) {
   VENEER_TRY(
       reduce_binomial_to_zero(input_of(a), leader ? a.rbuf : nullptr, a.count, *r, h.node_comm(), Tag::allreduce));
   if (leader && h.node_count > 1) VENEER_TRY(inter_node_allreduce(a.rbuf, a.count, *r, leaders, Tag::allreduce));
-  return bcast_binomial(a.rbuf, a.count, r->type.type, 0, h.node_comm(), Tag::allreduce);
+  return bcast_binomial(a.rbuf, a.count, r->type.handle, 0, h.node_comm(), Tag::allreduce);
 }
 
 }  // namespace
 
-extern const Algorithm allreduce_two_level_algorithm{
-    Collective::allreduce, "two_level", Requirements{.order = OpOrder::node_order}, true, predicted, run};
+extern const Algorithm allreduce_two_level_algorithm{.collective = Collective::allreduce,
+                                                     .name = "two_level",
+                                                     .needs = {.order = OpOrder::node_order},
+                                                     .hierarchical = true,
+                                                     .predicted_seconds = predicted,
+                                                     .run = run};
 
 }  // namespace veneer::algorithms

@@ -44,6 +44,7 @@ int run(const Args& a, const Hierarchy& h) {
 
 }  // namespace
 
-extern const Algorithm alltoall_bruck_algorithm{Collective::alltoall, "bruck", Requirements{}, false, predicted, run};
+extern const Algorithm alltoall_bruck_algorithm{
+    .collective = Collective::alltoall, .name = "bruck", .needs = {}, .predicted_seconds = predicted, .run = run};
 
 }  // namespace veneer::algorithms

@@ -73,7 +73,11 @@ int run(const Args& a, const Hierarchy& h) {
 
 }  // namespace
 
-extern const Algorithm alltoall_node_aware_algorithm{
-    Collective::alltoall, "node_aware", Requirements{.node_data_at_leader = true}, true, predicted, run};
+extern const Algorithm alltoall_node_aware_algorithm{.collective = Collective::alltoall,
+                                                     .name = "node_aware",
+                                                     .needs = {.node_data_at_leader = true},
+                                                     .hierarchical = true,
+                                                     .predicted_seconds = predicted,
+                                                     .run = run};
 
 }  // namespace veneer::algorithms

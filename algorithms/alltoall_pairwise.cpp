@@ -36,6 +36,6 @@ int run(const Args& a, const Hierarchy& h) {
 }  // namespace
 
 extern const Algorithm alltoall_pairwise_algorithm{
-    Collective::alltoall, "pairwise", Requirements{}, false, predicted, run};
+    .collective = Collective::alltoall, .name = "pairwise", .needs = {}, .predicted_seconds = predicted, .run = run};
 
 }  // namespace veneer::algorithms

@@ -6,8 +6,8 @@ namespace veneer::algorithms {
 
 int bcast_binomial(void* buf, int64_t count, MPI_Datatype type, int root, MPI_Comm comm, Tag tag) {
   int p = 1, rank = 0;
-  PMPI_Comm_size(comm, &p);
-  PMPI_Comm_rank(comm, &rank);
+  VENEER_TRY(PMPI_Comm_size(comm, &p));
+  VENEER_TRY(PMPI_Comm_rank(comm, &rank));
   if (p == 1 || count == 0) return MPI_SUCCESS;
   const int me = (rank - root + p) % p;
   int mask = 1;
@@ -35,6 +35,7 @@ int run(const Args& a, const Hierarchy& h) {
 
 }  // namespace
 
-extern const Algorithm bcast_binomial_algorithm{Collective::bcast, "binomial", Requirements{}, false, predicted, run};
+extern const Algorithm bcast_binomial_algorithm{
+    .collective = Collective::bcast, .name = "binomial", .needs = {}, .predicted_seconds = predicted, .run = run};
 
 }  // namespace veneer::algorithms

@@ -9,8 +9,8 @@ namespace veneer::algorithms {
 
 int bcast_scatter_allgather(std::byte* buf, int64_t bytes, int root, MPI_Comm comm, Tag tag) {
   int p = 1, rank = 0;
-  PMPI_Comm_size(comm, &p);
-  PMPI_Comm_rank(comm, &rank);
+  VENEER_TRY(PMPI_Comm_size(comm, &p));
+  VENEER_TRY(PMPI_Comm_rank(comm, &rank));
   if (p == 1 || bytes == 0) return MPI_SUCCESS;
   // Blocks are numbered relative to the root: relative rank v owns block v.
   const Blocks blocks = Blocks::even(bytes, p);
@@ -58,7 +58,10 @@ int run(const Args& a, const Hierarchy& h) {
 
 }  // namespace
 
-extern const Algorithm bcast_scatter_allgather_algorithm{
-    Collective::bcast, "scatter_allgather", Requirements{}, false, predicted, run};
+extern const Algorithm bcast_scatter_allgather_algorithm{.collective = Collective::bcast,
+                                                         .name = "scatter_allgather",
+                                                         .needs = {},
+                                                         .predicted_seconds = predicted,
+                                                         .run = run};
 
 }  // namespace veneer::algorithms

@@ -38,6 +38,11 @@ int run(const Args& a, const Hierarchy& h) {
 
 }  // namespace
 
-extern const Algorithm bcast_two_level_algorithm{Collective::bcast, "two_level", Requirements{}, true, predicted, run};
+extern const Algorithm bcast_two_level_algorithm{.collective = Collective::bcast,
+                                                 .name = "two_level",
+                                                 .needs = {},
+                                                 .hierarchical = true,
+                                                 .predicted_seconds = predicted,
+                                                 .run = run};
 
 }  // namespace veneer::algorithms

@@ -10,28 +10,32 @@
 #include <optional>
 #include <vector>
 
+#include "datatypes/layout.h"
+
 namespace veneer::algorithms {
 
-struct TypeInfo {
-  MPI_Datatype type = MPI_DATATYPE_NULL;
-  int64_t size = 0;
-  int64_t extent = 0;
-  int64_t true_lb = 0;
-  int64_t true_extent = 0;
-  bool named = false;  // predefined (MPI_INT, MPI_2INT, ...)
-  bool dense = false;  // count elements are exactly count*size bytes at buf + true_lb: memcpy copies them
+// A type as the algorithms handle it: its handle (for messages and
+// PMPI_Reduce_local) and Veneer's layout of it from datatypes::lookup(), the
+// one description of a type's size, extents and packed stream.
+struct ElementType {
+  MPI_Datatype handle = MPI_DATATYPE_NULL;
+  std::shared_ptr<const datatypes::Layout> layout;  // never null in a made ElementType
+  bool named = false;                               // predefined (MPI_INT, MPI_2INT, ...)
 
-  // nullopt for types the algorithms do not take (non-positive extent or size).
-  static std::optional<TypeInfo> of(MPI_Datatype type);
-  // Bytes a buffer of `count` elements spans from its true lower bound.
-  int64_t span(int64_t count) const { return count > 0 ? true_extent + (count - 1) * extent : 0; }
+  // nullopt for types the algorithms do not take: no layout (not seen
+  // committed, or not describable), or a non-positive size or extent.
+  static std::optional<ElementType> of(MPI_Datatype type);
+  int64_t size() const { return layout->size; }
+  int64_t extent() const { return layout->extent; }
+  // `count` elements are count * size bytes in order from buf + true_lb: memmove copies them.
+  bool contiguous() const { return layout->contiguous; }
 };
 
-inline void* element(void* buf, int64_t index, const TypeInfo& t) {
-  return static_cast<std::byte*>(buf) + index * t.extent;
+inline void* element(void* buf, int64_t index, const ElementType& t) {
+  return static_cast<std::byte*>(buf) + index * t.extent();
 }
-inline const void* element(const void* buf, int64_t index, const TypeInfo& t) {
-  return static_cast<const std::byte*>(buf) + index * t.extent;
+inline const void* element(const void* buf, int64_t index, const ElementType& t) {
+  return static_cast<const std::byte*>(buf) + index * t.extent();
 }
 
 // Scratch space for `count` elements; data() is the address to hand to MPI
@@ -39,7 +43,7 @@ inline const void* element(const void* buf, int64_t index, const TypeInfo& t) {
 class TempBuffer {
  public:
   TempBuffer() = default;
-  TempBuffer(int64_t count, const TypeInfo& t);
+  TempBuffer(int64_t count, const ElementType& t);
   void* data() const { return origin_; }
 
  private:
@@ -47,19 +51,20 @@ class TempBuffer {
   void* origin_ = nullptr;
 };
 
-// dst[0..count) = src[0..count); memcpy for dense types, pack + unpack otherwise.
-int copy(void* dst, const void* src, int64_t count, const TypeInfo& t);
+// dst[0..count) = src[0..count): memmove for contiguous types, else Veneer's
+// packer and unpacker in bounded pieces (only the type's bytes are written).
+int copy(void* dst, const void* src, int64_t count, const ElementType& t);
 
 // inout = in op inout (in is the left operand), over `count` elements.
 // PMPI_Reduce_local, unless the calling thread has a Combiner installed that takes the call.
-int reduce_local(const void* in, void* inout, int64_t count, const TypeInfo& t, MPI_Op op);
+int reduce_local(const void* in, void* inout, int64_t count, const ElementType& t, MPI_Op op);
 
 // Another way to do reduce_local's combine (the interposer's combine on the
 // GPU for collectives staged from device buffers): the same operands in the
 // same order, so the bits are the same wherever it runs. Returns nullopt to
 // decline (nothing written: reduce_local then combines as usual), else the
 // MPI error code.
-using Combiner = std::optional<int> (*)(const void* in, void* inout, int64_t count, const TypeInfo& t, MPI_Op op);
+using Combiner = std::optional<int> (*)(const void* in, void* inout, int64_t count, const ElementType& t, MPI_Op op);
 // Installs `combiner` for the calling thread while it lives (the previous one after).
 class ScopedCombiner {
  public:
@@ -72,14 +77,18 @@ class ScopedCombiner {
   Combiner previous_;
 };
 
-// The contiguous bytes of `count` elements of a named dense type (the buffer
-// itself) or of any other type (a packed copy made here, unpacked by finish()).
+// The contiguous bytes of `count` elements of a type: the buffer itself for
+// a contiguous type, else a copy packed here (and unpacked by finish()) by
+// Veneer's packer. Types Veneer has no layout for (not seen committed) are
+// packed by the library (PMPI_Pack), so that every rank can run the
+// algorithm all ranks chose: the bytes are the same either way.
 class ByteView {
  public:
-  // For a buffer that is read (pack now).
-  static std::optional<ByteView> reading(const void* buf, int count, MPI_Datatype type);
-  // For a buffer that is written (unpack in finish()); `preload` packs the current contents too.
-  static std::optional<ByteView> writing(void* buf, int count, MPI_Datatype type, bool preload = false);
+  // Fill an empty view, for a buffer that is read (packed now) or written
+  // (unpacked by finish(); `preload` packs its current contents too).
+  // MPI_ERR_TYPE for a type or count the view cannot hold, else the packer's code.
+  int read(const void* buf, int count, MPI_Datatype type);
+  int write(void* buf, int count, MPI_Datatype type, bool preload = false);
   std::byte* data() const { return bytes_; }
   int64_t size() const { return size_; }
   int finish();  // writes the bytes back into the user's buffer where they were packed
@@ -91,9 +100,10 @@ class ByteView {
   std::byte* bytes_ = nullptr;
   int64_t size_ = 0;
   std::vector<std::byte> packed_;
-  void* user_ = nullptr;
+  void* user_ = nullptr;  // set while the bytes are a packed copy to write back
   int count_ = 0;
   MPI_Datatype type_ = MPI_DATATYPE_NULL;
+  std::shared_ptr<const datatypes::Layout> layout_;  // null: the library packs
 };
 
 // Bytes of `count` elements of `type`; nullopt on an invalid type.

@@ -6,6 +6,8 @@
 #include <memory>
 #include <mutex>
 
+#include "support/log.h"
+
 namespace veneer::algorithms {
 namespace detail {
 constinit thread_local Table* t_table [[gnu::tls_model("initial-exec")]] = nullptr;
@@ -67,7 +69,9 @@ bool watch_communicator(MPI_Comm comm) {
 void decisions_finalize() {
   forget_decisions();
   std::lock_guard<std::mutex> lock(g_keyval_mutex);
-  if (g_keyval != MPI_KEYVAL_INVALID) PMPI_Comm_free_keyval(&g_keyval);
+  // At finalize nothing can be done about a failure but say so.
+  if (g_keyval != MPI_KEYVAL_INVALID && PMPI_Comm_free_keyval(&g_keyval) != MPI_SUCCESS)
+    log(LogLevel::warn, "collectives: freeing the decisions' communicator keyval failed");
   g_keyval = MPI_KEYVAL_INVALID;
 }
 

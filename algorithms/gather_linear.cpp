@@ -10,8 +10,8 @@ namespace veneer::algorithms {
 int gather_linear(const void* input, void* buf, int64_t count, MPI_Datatype type, int64_t extent, MPI_Comm comm,
                   Tag tag) {
   int p = 1, rank = 0;
-  PMPI_Comm_size(comm, &p);
-  PMPI_Comm_rank(comm, &rank);
+  VENEER_TRY(PMPI_Comm_size(comm, &p));
+  VENEER_TRY(PMPI_Comm_rank(comm, &rank));
   if (rank != 0) return send(input, count, type, 0, tag, comm);
   std::vector<MPI_Request> requests(static_cast<size_t>(p > 1 ? p - 1 : 0), MPI_REQUEST_NULL);
   for (int i = 1; i < p; ++i)

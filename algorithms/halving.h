@@ -38,17 +38,17 @@ struct Window {
 // combines (even op odd). acc: the full vector (in and out); tmp: as large.
 int fold_in(const Folding& f, void* acc, void* tmp, int64_t count, const Reduction& r, MPI_Comm comm, Tag tag);
 // The odd neighbour returns the full result to the even rank.
-int fold_out(const Folding& f, void* acc, int64_t count, const TypeInfo& t, MPI_Comm comm, Tag tag);
+int fold_out(const Folding& f, void* acc, int64_t count, const ElementType& t, MPI_Comm comm, Tag tag);
 
 // Recursive halving among active ranks: on return acc holds, reduced over all
 // ranks, newblock window bit-reverse(newrank) (returned). tmp: half the vector at least.
 int halve(const Folding& f, void* acc, void* tmp, const Blocks& blocks, const Reduction& r, MPI_Comm comm, Tag tag,
           Window& window);
 // Recursive doubling back: every active rank ends with the whole vector in acc.
-int double_back(const Folding& f, void* acc, const Blocks& blocks, const TypeInfo& t, MPI_Comm comm, Tag tag,
+int double_back(const Folding& f, void* acc, const Blocks& blocks, const ElementType& t, MPI_Comm comm, Tag tag,
                 Window& window);
 // Binomial gather of the windows to newrank 0, which ends with the whole vector in acc.
-int gather_to_first(const Folding& f, void* acc, const Blocks& blocks, const TypeInfo& t, MPI_Comm comm, Tag tag,
+int gather_to_first(const Folding& f, void* acc, const Blocks& blocks, const ElementType& t, MPI_Comm comm, Tag tag,
                     Window& window);
 
 int bit_reverse(int value, int bits);

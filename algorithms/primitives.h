@@ -18,7 +18,7 @@
 namespace veneer::algorithms {
 
 struct Reduction {
-  TypeInfo type;
+  ElementType type;
   MPI_Op op = MPI_OP_NULL;
   bool commutative = true;
 };

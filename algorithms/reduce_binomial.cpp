@@ -12,14 +12,14 @@ namespace {
 // order when root is 0. output is written at root only.
 int reduce_tree(const void* input, void* output, int64_t count, const Reduction& r, int root, MPI_Comm comm, Tag tag) {
   int p = 1, rank = 0;
-  PMPI_Comm_size(comm, &p);
-  PMPI_Comm_rank(comm, &rank);
+  VENEER_TRY(PMPI_Comm_size(comm, &p));
+  VENEER_TRY(PMPI_Comm_rank(comm, &rank));
   const int me = (rank - root + p) % p;
   const void* acc = input;  // read-only until the first combination
   TempBuffer a, b;
   void* spare = nullptr;
   for (int mask = 1; mask < p; mask <<= 1) {
-    if (me & mask) return send(acc, count, r.type.type, (me - mask + root) % p, tag, comm);
+    if (me & mask) return send(acc, count, r.type.handle, (me - mask + root) % p, tag, comm);
     const int child = me + mask;
     if (child >= p) continue;
     if (!spare) {
@@ -27,7 +27,7 @@ int reduce_tree(const void* input, void* output, int64_t count, const Reduction&
       b = TempBuffer(count, r.type);
       spare = a.data();
     }
-    VENEER_TRY(recv(spare, count, r.type.type, (child + root) % p, tag, comm));
+    VENEER_TRY(recv(spare, count, r.type.handle, (child + root) % p, tag, comm));
     VENEER_TRY(reduce_local(acc, spare, count, r.type, r.op));  // mine op child's, into spare
     acc = spare;
     spare = acc == a.data() ? b.data() : a.data();
@@ -46,11 +46,11 @@ int reduce_binomial(const void* input, void* output, int64_t count, const Reduct
                     Tag tag) {
   if (r.commutative || root == 0) return reduce_tree(input, output, count, r, root, comm, tag);
   int rank = 0;
-  PMPI_Comm_rank(comm, &rank);
+  VENEER_TRY(PMPI_Comm_rank(comm, &rank));
   TempBuffer at_zero(rank == 0 ? count : 0, r.type);
   VENEER_TRY(reduce_tree(input, at_zero.data(), count, r, 0, comm, tag));
-  if (rank == 0) return send(at_zero.data(), count, r.type.type, root, tag, comm);
-  if (rank == root) return recv(output, count, r.type.type, 0, tag, comm);
+  if (rank == 0) return send(at_zero.data(), count, r.type.handle, root, tag, comm);
+  if (rank == root) return recv(output, count, r.type.handle, 0, tag, comm);
   return MPI_SUCCESS;
 }
 
@@ -74,7 +74,10 @@ int run(const Args& a, const Hierarchy& h) {
 
 }  // namespace
 
-extern const Algorithm reduce_binomial_algorithm{
-    Collective::reduce, "binomial", Requirements{.order = OpOrder::rank_order}, false, predicted, run};
+extern const Algorithm reduce_binomial_algorithm{.collective = Collective::reduce,
+                                                 .name = "binomial",
+                                                 .needs = {.order = OpOrder::rank_order},
+                                                 .predicted_seconds = predicted,
+                                                 .run = run};
 
 }  // namespace veneer::algorithms

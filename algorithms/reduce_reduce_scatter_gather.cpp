@@ -10,8 +10,8 @@ namespace {
 int reduce_scatter_gather(const void* input, void* output, int64_t count, const Reduction& r, int root, MPI_Comm comm,
                           Tag tag) {
   int p = 1, rank = 0;
-  PMPI_Comm_size(comm, &p);
-  PMPI_Comm_rank(comm, &rank);
+  VENEER_TRY(PMPI_Comm_size(comm, &p));
+  VENEER_TRY(PMPI_Comm_rank(comm, &rank));
   if (p == 1) return copy(output, input, count, r.type);
   Folding f(p, rank);
   const Blocks blocks = Blocks::even(count, p);
@@ -26,9 +26,9 @@ int reduce_scatter_gather(const void* input, void* output, int64_t count, const 
   const int first = f.original(0);
   if (rank == first) {
     if (root == first) return copy(output, acc.data(), count, r.type);
-    return send(acc.data(), count, r.type.type, root, tag, comm);
+    return send(acc.data(), count, r.type.handle, root, tag, comm);
   }
-  if (rank == root) return recv(output, count, r.type.type, first, tag, comm);
+  if (rank == root) return recv(output, count, r.type.handle, first, tag, comm);
   return MPI_SUCCESS;
 }
 
@@ -56,7 +56,10 @@ int run(const Args& a, const Hierarchy& h) {
 
 }  // namespace
 
-extern const Algorithm reduce_reduce_scatter_gather_algorithm{
-    Collective::reduce, "reduce_scatter_gather", Requirements{.order = OpOrder::rank_order}, false, predicted, run};
+extern const Algorithm reduce_reduce_scatter_gather_algorithm{.collective = Collective::reduce,
+                                                              .name = "reduce_scatter_gather",
+                                                              .needs = {.order = OpOrder::rank_order},
+                                                              .predicted_seconds = predicted,
+                                                              .run = run};
 
 }  // namespace veneer::algorithms

@@ -12,8 +12,8 @@ namespace veneer::algorithms {
 int reduce_scatter_pairwise(const void* input, void* output, const Blocks& blocks, const Reduction& r, MPI_Comm comm,
                             Tag tag) {
   int p = 1, rank = 0;
-  PMPI_Comm_size(comm, &p);
-  PMPI_Comm_rank(comm, &rank);
+  VENEER_TRY(PMPI_Comm_size(comm, &p));
+  VENEER_TRY(PMPI_Comm_rank(comm, &rank));
   const size_t me = static_cast<size_t>(rank);
   const int64_t n = blocks.counts[me];
   const void* own = element(input, blocks.offsets[me], r.type);
@@ -27,8 +27,8 @@ int reduce_scatter_pairwise(const void* input, void* output, const Blocks& block
   for (int step = 1; step < p; ++step) {
     const int dest = (rank + step) % p, src = (rank - step + p) % p;
     const size_t d = static_cast<size_t>(dest);
-    VENEER_TRY(sendrecv(element(input, blocks.offsets[d], r.type), blocks.counts[d], r.type.type, dest, incoming, n,
-                        r.type.type, src, tag, comm));
+    VENEER_TRY(sendrecv(element(input, blocks.offsets[d], r.type), blocks.counts[d], r.type.handle, dest, incoming, n,
+                        r.type.handle, src, tag, comm));
     if (src < rank) {
       VENEER_TRY(reduce_local(incoming, below, n, r.type, r.op));
     } else if (!above) {
@@ -60,9 +60,15 @@ int run(const Args& a, const Hierarchy& h) {
 
 }  // namespace
 
-extern const Algorithm reduce_scatter_pairwise_algorithm{
-    Collective::reduce_scatter, "pairwise", Requirements{.order = OpOrder::rank_order}, false, predicted, run};
-extern const Algorithm reduce_scatter_block_pairwise_algorithm{
-    Collective::reduce_scatter_block, "pairwise", Requirements{.order = OpOrder::rank_order}, false, predicted, run};
+extern const Algorithm reduce_scatter_pairwise_algorithm{.collective = Collective::reduce_scatter,
+                                                         .name = "pairwise",
+                                                         .needs = {.order = OpOrder::rank_order},
+                                                         .predicted_seconds = predicted,
+                                                         .run = run};
+extern const Algorithm reduce_scatter_block_pairwise_algorithm{.collective = Collective::reduce_scatter_block,
+                                                               .name = "pairwise",
+                                                               .needs = {.order = OpOrder::rank_order},
+                                                               .predicted_seconds = predicted,
+                                                               .run = run};
 
 }  // namespace veneer::algorithms

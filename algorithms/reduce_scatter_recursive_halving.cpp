@@ -8,8 +8,8 @@ namespace veneer::algorithms {
 int reduce_scatter_recursive_halving(const void* input, void* output, const Blocks& blocks, const Reduction& r,
                                      MPI_Comm comm, Tag tag) {
   int p = 1, rank = 0;
-  PMPI_Comm_size(comm, &p);
-  PMPI_Comm_rank(comm, &rank);
+  VENEER_TRY(PMPI_Comm_size(comm, &p));
+  VENEER_TRY(PMPI_Comm_rank(comm, &rank));
   const size_t me = static_cast<size_t>(rank);
   if (p == 1) return copy(output, element(input, blocks.offsets[me], r.type), blocks.counts[me], r.type);
   const int64_t n = blocks.offsets[static_cast<size_t>(p)];
@@ -18,7 +18,7 @@ int reduce_scatter_recursive_halving(const void* input, void* output, const Bloc
   VENEER_TRY(copy(acc.data(), input, n, r.type));
   VENEER_TRY(fold_in(f, acc.data(), scratch.data(), n, r, comm, tag));
   if (f.newrank < 0)  // folded out: the odd neighbour returns my block
-    return recv(output, blocks.counts[me], r.type.type, rank + 1, tag, comm);
+    return recv(output, blocks.counts[me], r.type.handle, rank + 1, tag, comm);
   Window w;
   VENEER_TRY(halve(f, acc.data(), scratch.data(), blocks, r, comm, tag, w));
   auto offset = [&](int q) { return blocks.offsets[static_cast<size_t>(f.first_block(q))]; };
@@ -26,13 +26,13 @@ int reduce_scatter_recursive_halving(const void* input, void* output, const Bloc
   if (held != q) {
     // newrank `held` holds my block (bit reversal is its own inverse): swap.
     const int partner = f.original(held);
-    VENEER_TRY(sendrecv(element(acc.data(), offset(held), r.type), offset(held + 1) - offset(held), r.type.type,
-                        partner, element(acc.data(), offset(q), r.type), offset(q + 1) - offset(q), r.type.type,
+    VENEER_TRY(sendrecv(element(acc.data(), offset(held), r.type), offset(held + 1) - offset(held), r.type.handle,
+                        partner, element(acc.data(), offset(q), r.type), offset(q + 1) - offset(q), r.type.handle,
                         partner, tag, comm));
   }
   if (q < f.rem) {  // my newblock also holds the block of the folded-out rank below me
     const size_t below = me - 1;
-    VENEER_TRY(send(element(acc.data(), blocks.offsets[below], r.type), blocks.counts[below], r.type.type, rank - 1,
+    VENEER_TRY(send(element(acc.data(), blocks.offsets[below], r.type), blocks.counts[below], r.type.handle, rank - 1,
                     tag, comm));
   }
   return copy(output, element(acc.data(), blocks.offsets[me], r.type), blocks.counts[me], r.type);
@@ -64,13 +64,15 @@ int run(const Args& a, const Hierarchy& h) {
 
 }  // namespace
 
-extern const Algorithm reduce_scatter_recursive_halving_algorithm{
-    Collective::reduce_scatter, "recursive_halving", Requirements{.order = OpOrder::rank_order}, false, predicted, run};
-extern const Algorithm reduce_scatter_block_recursive_halving_algorithm{Collective::reduce_scatter_block,
-                                                                        "recursive_halving",
-                                                                        Requirements{.order = OpOrder::rank_order},
-                                                                        false,
-                                                                        predicted,
-                                                                        run};
+extern const Algorithm reduce_scatter_recursive_halving_algorithm{.collective = Collective::reduce_scatter,
+                                                                  .name = "recursive_halving",
+                                                                  .needs = {.order = OpOrder::rank_order},
+                                                                  .predicted_seconds = predicted,
+                                                                  .run = run};
+extern const Algorithm reduce_scatter_block_recursive_halving_algorithm{.collective = Collective::reduce_scatter_block,
+                                                                        .name = "recursive_halving",
+                                                                        .needs = {.order = OpOrder::rank_order},
+                                                                        .predicted_seconds = predicted,
+                                                                        .run = run};
 
 }  // namespace veneer::algorithms

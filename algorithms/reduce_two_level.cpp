@@ -31,15 +31,19 @@ int run(const Args& a, const Hierarchy& h) {
     void* out = root ? a.rbuf : final_result.data();
     VENEER_TRY(
         reduce_binomial(node_buf, h.rank == root_leader ? out : nullptr, a.count, *r, root_node, leaders, Tag::reduce));
-    if (h.rank == root_leader && !root) return send(out, a.count, r->type.type, a.root, Tag::reduce, h.comm());
+    if (h.rank == root_leader && !root) return send(out, a.count, r->type.handle, a.root, Tag::reduce, h.comm());
   }
-  if (root && !leader) return recv(a.rbuf, a.count, r->type.type, root_leader, Tag::reduce, h.comm());
+  if (root && !leader) return recv(a.rbuf, a.count, r->type.handle, root_leader, Tag::reduce, h.comm());
   return MPI_SUCCESS;
 }
 
 }  // namespace
 
-extern const Algorithm reduce_two_level_algorithm{
-    Collective::reduce, "two_level", Requirements{.order = OpOrder::node_order}, true, predicted, run};
+extern const Algorithm reduce_two_level_algorithm{.collective = Collective::reduce,
+                                                  .name = "two_level",
+                                                  .needs = {.order = OpOrder::node_order},
+                                                  .hierarchical = true,
+                                                  .predicted_seconds = predicted,
+                                                  .run = run};
 
 }  // namespace veneer::algorithms

@@ -18,29 +18,60 @@ extern const Algorithm alltoall_bruck_algorithm, alltoall_pairwise_algorithm, al
 
 namespace {
 
-constexpr std::array<const Algorithm*, 5> allreduce_list{&allreduce_recursive_doubling_algorithm,
-                                                         &allreduce_rabenseifner_algorithm, &allreduce_ring_algorithm,
-                                                         &allreduce_two_level_algorithm, &allreduce_lanes_algorithm};
-constexpr std::array<const Algorithm*, 3> bcast_list{&bcast_binomial_algorithm, &bcast_scatter_allgather_algorithm,
-                                                     &bcast_two_level_algorithm};
-constexpr std::array<const Algorithm*, 3> reduce_list{
-    &reduce_binomial_algorithm, &reduce_reduce_scatter_gather_algorithm, &reduce_two_level_algorithm};
-constexpr std::array<const Algorithm*, 4> allgather_list{&allgather_recursive_doubling_algorithm,
-                                                         &allgather_bruck_algorithm, &allgather_ring_algorithm,
-                                                         &allgather_two_level_algorithm};
-constexpr std::array<const Algorithm*, 2> reduce_scatter_list{&reduce_scatter_recursive_halving_algorithm,
-                                                              &reduce_scatter_pairwise_algorithm};
-constexpr std::array<const Algorithm*, 2> reduce_scatter_block_list{&reduce_scatter_block_recursive_halving_algorithm,
-                                                                    &reduce_scatter_block_pairwise_algorithm};
-constexpr std::array<const Algorithm*, 3> alltoall_list{&alltoall_bruck_algorithm, &alltoall_pairwise_algorithm,
-                                                        &alltoall_node_aware_algorithm};
+// Each collective's algorithms, in the order reports and explain list them.
+// Adding one: its file defines `extern const Algorithm <collective>_<name>_algorithm{...}`,
+// declared above and named once here; nothing is counted by hand.
+constexpr auto allreduce_list = std::to_array<const Algorithm*>(
+    {&allreduce_recursive_doubling_algorithm, &allreduce_rabenseifner_algorithm, &allreduce_ring_algorithm,
+     &allreduce_two_level_algorithm, &allreduce_lanes_algorithm});
+constexpr auto bcast_list = std::to_array<const Algorithm*>(
+    {&bcast_binomial_algorithm, &bcast_scatter_allgather_algorithm, &bcast_two_level_algorithm});
+constexpr auto reduce_list = std::to_array<const Algorithm*>(
+    {&reduce_binomial_algorithm, &reduce_reduce_scatter_gather_algorithm, &reduce_two_level_algorithm});
+constexpr auto allgather_list =
+    std::to_array<const Algorithm*>({&allgather_recursive_doubling_algorithm, &allgather_bruck_algorithm,
+                                     &allgather_ring_algorithm, &allgather_two_level_algorithm});
+constexpr auto reduce_scatter_list =
+    std::to_array<const Algorithm*>({&reduce_scatter_recursive_halving_algorithm, &reduce_scatter_pairwise_algorithm});
+constexpr auto reduce_scatter_block_list = std::to_array<const Algorithm*>(
+    {&reduce_scatter_block_recursive_halving_algorithm, &reduce_scatter_block_pairwise_algorithm});
+constexpr auto alltoall_list = std::to_array<const Algorithm*>(
+    {&alltoall_bruck_algorithm, &alltoall_pairwise_algorithm, &alltoall_node_aware_algorithm});
 
-constexpr std::array<std::string_view, collective_count> names{
-    "allreduce", "bcast", "reduce", "allgather", "reduce_scatter", "reduce_scatter_block", "alltoall"};
+// Indexed by Collective.
+constexpr auto lists =
+    std::to_array<std::span<const Algorithm* const>>({allreduce_list, bcast_list, reduce_list, allgather_list,
+                                                      reduce_scatter_list, reduce_scatter_block_list, alltoall_list});
+
+constexpr auto names = std::to_array<std::string_view>(
+    {"allreduce", "bcast", "reduce", "allgather", "reduce_scatter", "reduce_scatter_block", "alltoall"});
+
+// No algorithm listed twice, none null, every collective with at least one.
+// (Each algorithm's own fields live in its file; the unit test checks that
+// every list holds only its collective's algorithms, under distinct names.)
+constexpr bool well_formed(std::span<const Algorithm* const> list) {
+  if (list.empty()) return false;
+  for (size_t i = 0; i < list.size(); ++i) {
+    if (!list[i]) return false;
+    for (size_t k = 0; k < i; ++k)
+      if (list[k] == list[i]) return false;
+  }
+  return true;
+}
+constexpr bool all_well_formed() {
+  for (std::span<const Algorithm* const> list : lists)
+    if (!well_formed(list)) return false;
+  return true;
+}
+static_assert(lists.size() == collective_count && names.size() == collective_count);
+static_assert(all_well_formed());
 
 }  // namespace
 
-std::string_view collective_name(Collective c) { return names[static_cast<size_t>(c)]; }
+std::string_view collective_name(Collective c) {
+  const auto i = static_cast<size_t>(c);
+  return i < names.size() ? names[i] : std::string_view("unknown");
+}
 
 std::optional<Collective> collective_from_name(std::string_view name) {
   for (size_t i = 0; i < names.size(); ++i)
@@ -49,16 +80,8 @@ std::optional<Collective> collective_from_name(std::string_view name) {
 }
 
 std::span<const Algorithm* const> algorithms_for(Collective c) {
-  switch (c) {
-    case Collective::allreduce: return allreduce_list;
-    case Collective::bcast: return bcast_list;
-    case Collective::reduce: return reduce_list;
-    case Collective::allgather: return allgather_list;
-    case Collective::reduce_scatter: return reduce_scatter_list;
-    case Collective::reduce_scatter_block: return reduce_scatter_block_list;
-    case Collective::alltoall: return alltoall_list;
-  }
-  return {};
+  const auto i = static_cast<size_t>(c);
+  return i < lists.size() ? lists[i] : std::span<const Algorithm* const>{};
 }
 
 const Algorithm* find_algorithm(Collective c, std::string_view name) {
@@ -86,20 +109,6 @@ bool eligible(const Algorithm& a, const Shape& s, std::string* why_not) {
   if (n.node_data_at_leader && s.bytes * s.max_ranks_per_node > INT_MAX)
     return fail("a node's data would exceed one message at its leader");
   return true;
-}
-
-Shape shape_of(Collective c, int64_t bytes, const Hierarchy& h) {
-  Shape s;
-  s.collective = c;
-  s.bytes = bytes;
-  s.count = bytes;
-  s.ranks = h.size;
-  s.nodes = h.node_count;
-  s.min_ranks_per_node = h.min_ranks_per_node;
-  s.max_ranks_per_node = h.max_ranks_per_node;
-  s.equal_ranks_per_node = h.equal_ranks_per_node;
-  s.node_consecutive = h.node_consecutive;
-  return s;
 }
 
 }  // namespace veneer::algorithms

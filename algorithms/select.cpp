@@ -72,8 +72,14 @@ void take(Choice& c, const Algorithm* a, const Prediction& p) {
   c.spread = p.spread;
 }
 
-// choose() without counting (explain() uses it too).
-Choice decide(const Shape& s, const Tuning& t, const CostModel& m) {
+const Algorithm* named(std::span<const Algorithm* const> candidates, std::string_view name) {
+  for (const Algorithm* a : candidates)
+    if (a->name == name) return a;
+  return nullptr;
+}
+
+// choose_among() without counting (explain() uses it too).
+Choice decide(std::span<const Algorithm* const> candidates, const Shape& s, const Tuning& t, const CostModel& m) {
   Choice c;
   c.rule = t.rule_for(s.collective, s.bytes, &c.rule_from_user);
   const Rule* rule = c.rule;
@@ -92,7 +98,7 @@ Choice decide(const Shape& s, const Tuning& t, const CostModel& m) {
   set_library(library);
 
   if (rule && rule->choices.size() == 1) {
-    const Algorithm* forced = find_algorithm(s.collective, rule->choices[0]);
+    const Algorithm* forced = named(candidates, rule->choices[0]);
     if (!forced) {
       c.decision = Decision::forced_library;
       take_library(c);
@@ -112,7 +118,7 @@ Choice decide(const Shape& s, const Tuning& t, const CostModel& m) {
   const Algorithm* best = nullptr;
   Prediction best_time;
   for (;;) {
-    for (const Algorithm* a : algorithms_for(s.collective)) {
+    for (const Algorithm* a : candidates) {
       if (!allows(rule, a->name) || !eligible(*a, s)) continue;
       const Prediction p = predict(s, a, m, series);
       if (p.known() && p.seconds < best_time.seconds) {
@@ -151,7 +157,11 @@ Choice decide(const Shape& s, const Tuning& t, const CostModel& m) {
 }  // namespace
 
 Choice choose(const Shape& s, const Tuning& t, const CostModel& m) {
-  Choice c = decide(s, t, m);
+  return choose_among(algorithms_for(s.collective), s, t, m);
+}
+
+Choice choose_among(std::span<const Algorithm* const> candidates, const Shape& s, const Tuning& t, const CostModel& m) {
+  Choice c = decide(candidates, s, t, m);
   count(c);
   return c;
 }
@@ -244,7 +254,7 @@ std::string explain(const Shape& s, const Tuning& t, const CostModel& m) {
       out += text;
     }
   }
-  const Choice c = decide(s, t, m);  // explaining is not deciding: not counted
+  const Choice c = decide(algorithms_for(s.collective), s, t, m);  // explaining is not deciding: not counted
   out += "chosen: " + name_of(c.algorithm) + " (" + reason(c, s) + ")\n";
   return out;
 }

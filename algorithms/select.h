@@ -8,6 +8,7 @@
 // allocates nothing. reason() turns a Choice into text, for logs and explain.
 #include <array>
 #include <cstdint>
+#include <span>
 #include <string>
 
 #include "algorithms/algorithm.h"
@@ -44,6 +45,9 @@ struct Choice {
 };
 
 Choice choose(const Shape& s, const Tuning& t, const CostModel& m);
+// The same over a given list of candidates for s.collective (choose() gives
+// the registry's, algorithms_for()): as many as there are.
+Choice choose_among(std::span<const Algorithm* const> candidates, const Shape& s, const Tuning& t, const CostModel& m);
 
 // Why: e.g. "measured: two_level 1.2e-05 s beats the library's 1.6e-05 s beyond
 // their spreads (3%, 4%) under built-in rule (0-inf:auto)". `s` and the

@@ -40,6 +40,13 @@ struct Node {
   bool operator==(const Node&) const = default;
 };
 
+// The bytes `count` instances of a type touch, relative to the buffer
+// pointer: [low, low + bytes). Extents and lower bounds may be negative.
+struct Span {
+  int64_t low = 0;
+  int64_t bytes = 0;
+};
+
 struct Layout {
   Node root;
   int64_t size = 0;  // MPI_Type_size
@@ -55,6 +62,13 @@ struct Layout {
   int64_t mean_block() const { return block_count ? size / block_count : 0; }
   // `count` instances are one contiguous run of bytes, starting at true_lb.
   bool one_run(int64_t count) const { return contiguous || (count == 1 && block_count == 1); }
+  // The memory `count` instances touch (none for count <= 0).
+  Span span(int64_t count) const {
+    if (count <= 0) return {};
+    const int64_t reach = (count - 1) * extent;
+    const int64_t low = true_lb + (reach < 0 ? reach : 0);
+    return {low, true_extent + (reach < 0 ? -reach : reach)};
+  }
   std::string describe() const;  // human-readable, for logs and failing tests
 };
 

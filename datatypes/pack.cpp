@@ -9,6 +9,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "support/address.h"
 #include "support/config.h"
 
 #if defined(__SSE2__)
@@ -28,12 +29,6 @@ struct LeafView {
   const int64_t* offsets;  // irregular innermost level, or null
   int64_t noffsets;
 };
-
-// Address arithmetic in integers: the base may be MPI_BOTTOM (null) with
-// absolute displacements, where pointer arithmetic would be undefined.
-inline char* at(char* base, int64_t offset) {
-  return reinterpret_cast<char*>(reinterpret_cast<uintptr_t>(base) + static_cast<uintptr_t>(offset));
-}
 
 template <bool Pack>
 inline void move_bytes(char* user, char*& io, int64_t n) {
@@ -87,8 +82,8 @@ char* gather_run_stream(const char* p, int64_t stride, int64_t n, char* out) {
     --n;
   };
   // out % B == 0 reaches 16-byte alignment within per - 1 blocks; else never.
-  const bool alignable = reinterpret_cast<uintptr_t>(out) % B == 0;
-  while (n > 0 && alignable && reinterpret_cast<uintptr_t>(out) % 16 != 0) one();
+  const bool alignable = address::of(out) % B == 0;
+  while (n > 0 && alignable && address::of(out) % 16 != 0) one();
   if (alignable) {
     if (stride == 2 * B) {
       for (; n > per; n -= per) {
@@ -149,7 +144,7 @@ void leaf_blocks(const LeafView& v, char* base, int64_t b0, int64_t nb, char*& i
   }
   int64_t rest = b0 / inner_count;
   int64_t j = b0 % inner_count;
-  char* row = at(base, v.offset);
+  char* row = address::at(base, v.offset);
   for (int k = outer_nd - 1; k >= 0; --k) {
     idx[k] = rest % v.dims[k].count;
     rest /= v.dims[k].count;
@@ -276,7 +271,7 @@ bool streaming_pays(const LeafView& v, int64_t nb) {
 }
 
 bool stream_worthwhile(const LeafView& v, int64_t nb, const char* out) {
-  return v.block >= 16 && v.block % 16 == 0 && reinterpret_cast<uintptr_t>(out) % 16 == 0 && streaming_pays(v, nb);
+  return v.block >= 16 && v.block % 16 == 0 && address::of(out) % 16 == 0 && streaming_pays(v, nb);
 }
 
 // Small blocks: gathered into 16-byte streaming stores (gather_run_stream).
@@ -344,7 +339,7 @@ void leaf_blocks_dispatch(const LeafView& v, char* base, int64_t b0, int64_t nb,
 
 // Address of block `b` of a leaf (for partial blocks at the ends of a range).
 char* leaf_block_address(const LeafView& v, char* base, int64_t b) {
-  char* p = at(base, v.offset);
+  char* p = address::at(base, v.offset);
   if (v.offsets) {
     p += v.offsets[b % v.noffsets];
     b /= v.noffsets;
@@ -402,7 +397,7 @@ void sequence_range(const Node& n, char* base, int64_t skip, int64_t len, char*&
   }
   int64_t rep = skip / n.unit;
   int64_t within = skip % n.unit;
-  char* pos = at(base, n.offset);
+  char* pos = address::at(base, n.offset);
   for (int k = nd - 1; k >= 0; --k) {
     idx[k] = rep % n.dims[k].count;
     rep /= n.dims[k].count;
@@ -417,7 +412,7 @@ void sequence_range(const Node& n, char* base, int64_t skip, int64_t len, char*&
       }
       const int64_t take = std::min(cb - within, len);
       if (c.block > 0 && c.dims.empty() && c.offsets.empty()) {
-        move_bytes<Pack>(at(pos, c.offset + within), io,
+        move_bytes<Pack>(address::at(pos, c.offset + within), io,
                          take);  // a plain block: no dispatch
       } else {
         node_range<Pack>(c, pos, within, take, io);
@@ -451,7 +446,7 @@ int64_t transfer(const Layout& l, int64_t count, char* buf, int64_t skip, int64_
   if (count <= 0 || skip < 0 || skip >= total || max_bytes <= 0) return 0;
   const int64_t len = std::min(max_bytes, total - skip);
   if (l.contiguous) {
-    char* p = at(buf, l.true_lb + skip);
+    char* p = address::at(buf, l.true_lb + skip);
     char* cursor = io;
     move_bytes<Pack>(p, cursor, len);
     return len;
@@ -489,7 +484,7 @@ int64_t transfer(const Layout& l, int64_t count, char* buf, int64_t skip, int64_
   int64_t left = len;
   while (left > 0) {
     const int64_t take = std::min(per - within, left);
-    node_range<Pack>(root, at(buf, instance * l.extent), within, take, cursor);
+    node_range<Pack>(root, address::at(buf, instance * l.extent), within, take, cursor);
     left -= take;
     within = 0;
     ++instance;

@@ -5,7 +5,6 @@
 
 #include <mpi.h>
 
-#include <algorithm>
 #include <optional>
 #include <string>
 
@@ -62,15 +61,10 @@ class Mirror {
       ok = false;
       return;
     }
-    if (layout->contiguous) {
-      lo_ = layout->true_lb;
-      bytes_ = layout->size * count;
-    } else {
-      const int64_t reach = (count - 1) * layout->extent;
-      lo_ = layout->true_lb + std::min<int64_t>(0, reach);
-      bytes_ = layout->true_extent + (reach < 0 ? -reach : reach);
-      input = true;
-    }
+    const datatypes::Span span = layout->span(count);
+    lo_ = span.low;
+    bytes_ = span.bytes;
+    if (!layout->contiguous) input = true;  // the gaps come back as they were
     staging_ = kernels::PooledBuffer(*rt, kernels::PooledBuffer::Kind::pinned, static_cast<size_t>(bytes_));
     if (!staging_.get()) {
       ok = false;

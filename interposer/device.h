@@ -89,7 +89,7 @@ bool copy_bytes(void* dst, const void* src, int64_t bytes);
 // derived and non-dense types, user ops, floating MIN/MAX, SUM/PROD/MIN/MAX
 // of 8- and 16-bit integers, MPI_CHAR and other types outside the C integer
 // and float/double families.
-std::optional<int> combine_on_device(const void* in, void* inout, int64_t count, const algorithms::TypeInfo& t,
+std::optional<int> combine_on_device(const void* in, void* inout, int64_t count, const algorithms::ElementType& t,
                                      MPI_Op op);
 // Whether reductions staged from device buffers combine on the device
 // (VENEER_DEVICE_REDUCE; auto means host for now).

@@ -89,12 +89,12 @@ constexpr int64_t kAlign = 256;
 
 bool combine_on_device_wanted() { return config().device_reduce == DeviceReduce::device; }
 
-std::optional<int> combine_on_device(const void* in, void* inout, int64_t count, const algorithms::TypeInfo& t,
+std::optional<int> combine_on_device(const void* in, void* inout, int64_t count, const algorithms::ElementType& t,
                                      MPI_Op op) {
-  if (count <= 0 || !t.named || !t.dense || t.extent != t.size || t.true_lb != 0) return std::nullopt;
+  if (count <= 0 || !t.named || !t.contiguous() || t.layout->true_lb != 0) return std::nullopt;
   const std::optional<ReduceOp> rop = op_of(op);
-  const std::optional<ReduceType> rtype = type_of(t.type);
-  if (!rop || !rtype || static_cast<int64_t>(kernels::reduce_type_size(*rtype)) != t.size ||
+  const std::optional<ReduceType> rtype = type_of(t.handle);
+  if (!rop || !rtype || static_cast<int64_t>(kernels::reduce_type_size(*rtype)) != t.size() ||
       !kernels::reduce_supported(*rop, *rtype))
     return std::nullopt;
   // MIN and MAX of floats: the libraries differ on which of two equal
@@ -106,14 +106,14 @@ std::optional<int> combine_on_device(const void* in, void* inout, int64_t count,
   // (MPI_Reduce_local of unsigned char 125 + 250 gives 255 from 16 elements
   // on, 119 below; shorts from 8 on); MPICH 4.0 compares MPI_UNSIGNED_CHAR as
   // signed in MIN and MAX (min(33, 144) is 144).
-  if (!kernels::reduce_type_is_float(*rtype) && t.size < 4 && *rop <= ReduceOp::max) return std::nullopt;
+  if (!kernels::reduce_type_is_float(*rtype) && t.size() < 4 && *rop <= ReduceOp::max) return std::nullopt;
   kernels::DeviceRuntime* rt = kernels::device_runtime();
   if (!rt) return std::nullopt;
   kernels::DeviceStream stream = rt->stream(0);
   if (!stream) return std::nullopt;
 
-  const int64_t per_chunk = std::max<int64_t>(1, kChunkBytes / t.size);
-  const int64_t chunk_bytes = std::min(count, per_chunk) * t.size;
+  const int64_t per_chunk = std::max<int64_t>(1, kChunkBytes / t.size());
+  const int64_t chunk_bytes = std::min(count, per_chunk) * t.size();
   const int64_t second = (chunk_bytes + kAlign - 1) / kAlign * kAlign;
   kernels::PooledBuffer scratch(*rt, kernels::PooledBuffer::Kind::device, static_cast<size_t>(second + chunk_bytes));
   if (!scratch.get()) return std::nullopt;
@@ -122,9 +122,9 @@ std::optional<int> combine_on_device(const void* in, void* inout, int64_t count,
 
   for (int64_t done = 0; done < count;) {
     const int64_t n = std::min(per_chunk, count - done);
-    const auto bytes = static_cast<size_t>(n * t.size);
-    const char* src = static_cast<const char*>(in) + done * t.size;
-    char* dst = static_cast<char*>(inout) + done * t.size;
+    const auto bytes = static_cast<size_t>(n * t.size());
+    const char* src = static_cast<const char*>(in) + done * t.size();
+    char* dst = static_cast<char*>(inout) + done * t.size();
     // Nothing of `inout` is written before the combine has run: a failure
     // there leaves the rest to the host (the chunks done are final).
     if (!rt->copy(d_in, src, bytes, stream) || !rt->copy(d_inout, dst, bytes, stream) ||

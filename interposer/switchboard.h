@@ -8,6 +8,7 @@
 
 #include "datatypes/cache.h"
 #include "kernels/device_runtime.h"
+#include "support/address.h"
 #include "support/config.h"
 
 namespace veneer {
@@ -48,10 +49,8 @@ namespace veneer {
   return carries_device(c) && (contiguous || uses_packers(c));
 }
 
-// Address arithmetic in integers (buffers may be MPI_BOTTOM with absolute displacements).
-inline void* offset_ptr(const void* base, int64_t offset) {
-  return reinterpret_cast<void*>(reinterpret_cast<uintptr_t>(base) + static_cast<uintptr_t>(offset));
-}
+// `base` + `offset` bytes, in integers (support/address.h: MPI_BOTTOM with absolute displacements).
+inline void* offset_ptr(const void* base, int64_t offset) { return const_cast<void*>(address::at(base, offset)); }
 
 // True if the CPU may touch the buffer (host or managed memory). Device
 // memory (a CUDA-aware MPI's business) passes through untouched. `first` is

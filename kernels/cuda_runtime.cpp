@@ -2,8 +2,9 @@
 //
 // Nothing here runs before the first call of cuda_runtime(): libveneer must
 // load, and run, on hosts with no GPU and no driver. Every CUDA failure comes
-// back as false or null, and the error is taken off the runtime's per-thread
-// "last error" so that it does not surface in a later, unrelated check.
+// back as a failed DeviceStatus (or null), logged with CUDA's name and text
+// for the error, and is taken off the runtime's per-thread "last error" so
+// that it does not surface in a later, unrelated check.
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -19,12 +20,17 @@
 namespace veneer::kernels {
 namespace {
 
-// True on success; on failure also clears the error, which the launch or
-// call left as the thread's last error.
-bool succeeded(cudaError_t e) {
-  if (e == cudaSuccess) return true;
+// The status of CUDA call `step`; a failure is logged with its cause and
+// cleared, as the launch or call left it as the thread's last error.
+DeviceStatus status(cudaError_t e, const char* step, LogLevel level = LogLevel::warn) {
+  if (e == cudaSuccess) return {};
   cudaGetLastError();
-  return false;
+  return DeviceStatus::failure(step, static_cast<int>(e), cudaGetErrorName(e), cudaGetErrorString(e), level);
+}
+
+// A step refused before CUDA was asked (no stream, a packer from elsewhere).
+DeviceStatus refused(const char* step, const char* why) {
+  return DeviceStatus::failure(step, static_cast<int>(cudaErrorInvalidValue), "refused", why);
 }
 
 class CudaPacker final : public DevicePacker {
@@ -53,18 +59,23 @@ class CudaRuntime final : public DeviceRuntime {
 
   int current_device() override {
     int device = -1;
-    if (!succeeded(cudaGetDevice(&device))) return -1;
+    if (!status(cudaGetDevice(&device), "cudaGetDevice")) return -1;
     return device;
   }
 
-  bool set_device(int device) override { return device >= 0 && succeeded(cudaSetDevice(device)); }
+  DeviceStatus set_device(int device) override {
+    if (device < 0) return refused("cudaSetDevice", "no such device");
+    return status(cudaSetDevice(device), "cudaSetDevice");
+  }
 
   std::unique_ptr<DevicePacker> make_packer(const datatypes::Layout& layout) override {
     const int device = current_device();
     if (device < 0) return nullptr;
     try {
       auto packer = std::make_unique<CudaPacker>(layout, device);
-      if (!succeeded(packer->layout().status())) return nullptr;
+      // Too irregular (cudaErrorNotSupported) is a pass-through, not a fault.
+      const cudaError_t e = packer->layout().status();
+      if (!status(e, "device layout", e == cudaErrorNotSupported ? LogLevel::info : LogLevel::warn)) return nullptr;
       return packer;
     } catch (const std::bad_alloc&) {
       return nullptr;  // host memory for the plan: pass through
@@ -74,20 +85,21 @@ class CudaRuntime final : public DeviceRuntime {
   // Zero bytes still get an allocation: null means failure to the caller.
   void* alloc_host(size_t bytes) override {
     void* p = nullptr;
-    if (!succeeded(cudaHostAlloc(&p, std::max<size_t>(bytes, 1), cudaHostAllocMapped | cudaHostAllocPortable)))
+    if (!status(cudaHostAlloc(&p, std::max<size_t>(bytes, 1), cudaHostAllocMapped | cudaHostAllocPortable),
+                "cudaHostAlloc"))
       return nullptr;
     return p;
   }
   void free_host(void* p) override {
-    if (p) succeeded(cudaFreeHost(p));
+    if (p) (void)status(cudaFreeHost(p), "cudaFreeHost");
   }
   void* alloc_device(size_t bytes) override {
     void* p = nullptr;
-    if (!succeeded(cudaMalloc(&p, std::max<size_t>(bytes, 1)))) return nullptr;
+    if (!status(cudaMalloc(&p, std::max<size_t>(bytes, 1)), "cudaMalloc")) return nullptr;
     return p;
   }
   void free_device(void* p) override {
-    if (p) succeeded(cudaFree(p));
+    if (p) (void)status(cudaFree(p), "cudaFree");
   }
 
   // Null when no stream can be had; every stream-ordered call below refuses a
@@ -105,53 +117,61 @@ class CudaRuntime final : public DeviceRuntime {
       return nullptr;
     }
     cudaStream_t& s = mine.by_device[slot][static_cast<size_t>(which)];
-    if (!s && !succeeded(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking))) s = nullptr;
+    if (!s && !status(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreateWithFlags")) s = nullptr;
     return s;
   }
 
   DeviceEvent create_event() override {
     cudaEvent_t e = nullptr;
-    if (!succeeded(cudaEventCreateWithFlags(&e, cudaEventDisableTiming))) return nullptr;
+    if (!status(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreateWithFlags")) return nullptr;
     return e;
   }
   void destroy_event(DeviceEvent event) override {
-    if (event) succeeded(cudaEventDestroy(static_cast<cudaEvent_t>(event)));
+    if (event) (void)status(cudaEventDestroy(static_cast<cudaEvent_t>(event)), "cudaEventDestroy");
   }
-  bool record(DeviceEvent event, DeviceStream stream) override {
-    return event && stream && succeeded(cudaEventRecord(static_cast<cudaEvent_t>(event), as_stream(stream)));
+  DeviceStatus record(DeviceEvent event, DeviceStream stream) override {
+    if (!event || !stream) return refused("cudaEventRecord", "no event or stream");
+    return status(cudaEventRecord(static_cast<cudaEvent_t>(event), as_stream(stream)), "cudaEventRecord");
   }
-  bool wait(DeviceStream stream, DeviceEvent event) override {
-    return event && stream && succeeded(cudaStreamWaitEvent(as_stream(stream), static_cast<cudaEvent_t>(event), 0));
+  DeviceStatus wait(DeviceStream stream, DeviceEvent event) override {
+    if (!event || !stream) return refused("cudaStreamWaitEvent", "no event or stream");
+    return status(cudaStreamWaitEvent(as_stream(stream), static_cast<cudaEvent_t>(event), 0), "cudaStreamWaitEvent");
   }
-  bool synchronize(DeviceStream stream) override {
-    return stream && succeeded(cudaStreamSynchronize(as_stream(stream)));
-  }
-
-  bool pack(const DevicePacker& packer, int64_t count, const void* buf, int64_t skip, int64_t max_bytes, void* out,
-            DeviceStream stream) override {
-    const DeviceLayout* layout = usable_here(packer);
-    return layout && stream && succeeded(device_pack(*layout, count, buf, skip, max_bytes, out, as_stream(stream)));
-  }
-  bool unpack(const DevicePacker& packer, int64_t count, void* buf, int64_t skip, int64_t max_bytes, const void* in,
-              DeviceStream stream) override {
-    const DeviceLayout* layout = usable_here(packer);
-    return layout && stream && succeeded(device_unpack(*layout, count, buf, skip, max_bytes, in, as_stream(stream)));
-  }
-  bool copy(void* dst, const void* src, size_t bytes, DeviceStream stream) override {
-    if (!stream) return false;
-    if (bytes == 0) return true;
-    return succeeded(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, as_stream(stream)));
-  }
-  bool copy_2d(void* dst, size_t dst_pitch, const void* src, size_t src_pitch, size_t width, size_t height,
-               DeviceStream stream) override {
-    if (!stream) return false;
-    if (width == 0 || height == 0) return true;
-    return succeeded(
-        cudaMemcpy2DAsync(dst, dst_pitch, src, src_pitch, width, height, cudaMemcpyDefault, as_stream(stream)));
+  DeviceStatus synchronize(DeviceStream stream) override {
+    if (!stream) return refused("cudaStreamSynchronize", "no stream");
+    return status(cudaStreamSynchronize(as_stream(stream)), "cudaStreamSynchronize");
   }
 
-  bool reduce(ReduceOp op, ReduceType type, void* inout, const void* in, int64_t count, DeviceStream stream) override {
-    return stream && succeeded(device_reduce(op, type, inout, in, count, as_stream(stream)));
+  DeviceStatus pack(const DevicePacker& packer, int64_t count, const void* buf, int64_t skip, int64_t max_bytes,
+                    void* out, DeviceStream stream) override {
+    const DeviceLayout* layout = usable_here(packer);
+    if (!layout || !stream) return refused("device_pack", "no stream, or a packer of another device");
+    return status(device_pack(*layout, count, buf, skip, max_bytes, out, as_stream(stream)), "device_pack");
+  }
+  DeviceStatus unpack(const DevicePacker& packer, int64_t count, void* buf, int64_t skip, int64_t max_bytes,
+                      const void* in, DeviceStream stream) override {
+    const DeviceLayout* layout = usable_here(packer);
+    if (!layout || !stream) return refused("device_unpack", "no stream, or a packer of another device");
+    return status(device_unpack(*layout, count, buf, skip, max_bytes, in, as_stream(stream)), "device_unpack");
+  }
+  DeviceStatus copy(void* dst, const void* src, size_t bytes, DeviceStream stream) override {
+    if (!stream) return refused("cudaMemcpyAsync", "no stream");
+    if (bytes == 0) return {};
+    return status(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, as_stream(stream)), "cudaMemcpyAsync");
+  }
+  DeviceStatus copy_2d(void* dst, size_t dst_pitch, const void* src, size_t src_pitch, size_t width, size_t height,
+                       DeviceStream stream) override {
+    if (!stream) return refused("cudaMemcpy2DAsync", "no stream");
+    if (width == 0 || height == 0) return {};
+    return status(
+        cudaMemcpy2DAsync(dst, dst_pitch, src, src_pitch, width, height, cudaMemcpyDefault, as_stream(stream)),
+        "cudaMemcpy2DAsync");
+  }
+
+  DeviceStatus reduce(ReduceOp op, ReduceType type, void* inout, const void* in, int64_t count,
+                      DeviceStream stream) override {
+    if (!stream) return refused("device_reduce", "no stream");
+    return status(device_reduce(op, type, inout, in, count, as_stream(stream)), "device_reduce");
   }
 
  private:

@@ -103,8 +103,8 @@ DeviceLayout::DeviceLayout(const datatypes::Layout& layout, const PlanLimits& li
 }
 
 Launch DeviceLayout::launch(int64_t count, const void* buf, void* packed, int64_t skip, int64_t max_bytes) const {
-  return plan_launch(plan_, offsets_.data(), segments_.data(), count, reinterpret_cast<uintptr_t>(buf),
-                     static_cast<char*>(packed), skip, max_bytes);
+  return plan_launch(plan_, offsets_.data(), segments_.data(), count, address::of(buf), static_cast<char*>(packed),
+                     skip, max_bytes);
 }
 
 cudaError_t device_pack(const DeviceLayout& layout, int64_t count, const void* buf, int64_t skip, int64_t max_bytes,

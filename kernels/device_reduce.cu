@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "kernels/device_reduce_launch.h"
+#include "support/address.h"
 
 namespace veneer::kernels {
 namespace {
@@ -24,8 +25,7 @@ cudaError_t device_reduce(ReduceOp op, ReduceType type, void* inout, const void*
                           cudaStream_t stream) {
   if (count < 0) return cudaErrorInvalidValue;
   const size_t size = reduce_type_size(type);
-  if (size == 0 || reinterpret_cast<uintptr_t>(inout) % size != 0 || reinterpret_cast<uintptr_t>(in) % size != 0)
-    return cudaErrorInvalidValue;
+  if (size == 0 || address::of(inout) % size != 0 || address::of(in) % size != 0) return cudaErrorInvalidValue;
   if (count == 0) return reduce_supported(op, type) ? cudaSuccess : cudaErrorInvalidValue;
   const auto n = static_cast<uint64_t>(count);
   const dim3 grid(static_cast<unsigned>(std::min<uint64_t>((n + kThreads - 1) / kThreads, kMaxBlocks)));

@@ -8,14 +8,16 @@
 // Plain C++ with no CUDA headers. Streams and events are opaque handles. All
 // calls are made by the thread that owns the operation; the runtime is shared
 // by all threads (MPI_THREAD_MULTIPLE) and must be thread-safe. Nothing
-// throws; failures come back as false / null and the caller passes the MPI
-// call through to the library.
+// throws; a step that fails returns a failed DeviceStatus and an acquisition
+// null, the cause logged (kernels/device_status.h), and the caller passes the
+// MPI call through to the library or returns an MPI error.
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 
 #include "datatypes/layout.h"
 #include "kernels/device_reduce.h"
+#include "kernels/device_status.h"
 #include "kernels/memory_kind.h"
 
 namespace veneer::kernels {
@@ -41,8 +43,8 @@ class DeviceRuntime {
   virtual MemoryKind kind(const void* p, int* device) = 0;
   // The calling thread's current device.
   virtual int current_device() = 0;
-  // Makes `device` current for the calling thread; false if it cannot.
-  virtual bool set_device(int device) = 0;
+  // Makes `device` current for the calling thread.
+  virtual DeviceStatus set_device(int device) = 0;
 
   // A packer for `layout` on the current device, or null when the layout
   // cannot be packed there (too irregular, out of memory): pass through.
@@ -61,41 +63,43 @@ class DeviceRuntime {
   virtual DeviceStream stream(int which) = 0;
   virtual DeviceEvent create_event() = 0;
   virtual void destroy_event(DeviceEvent event) = 0;
-  virtual bool record(DeviceEvent event, DeviceStream stream) = 0;
+  virtual DeviceStatus record(DeviceEvent event, DeviceStream stream) = 0;
   // Work queued on `stream` after this waits for `event`'s last record.
-  virtual bool wait(DeviceStream stream, DeviceEvent event) = 0;
-  // Blocks until everything queued on `stream` has run; false if any of it failed.
-  virtual bool synchronize(DeviceStream stream) = 0;
+  virtual DeviceStatus wait(DeviceStream stream, DeviceEvent event) = 0;
+  // Blocks until everything queued on `stream` has run; a failure if any of it failed.
+  virtual DeviceStatus synchronize(DeviceStream stream) = 0;
 
   // Stream-ordered work. Pointers are device, managed or mapped pinned memory
   // (copy() also takes ordinary host memory). pack() moves stream bytes
   // [skip, skip + max_bytes) of `count` instances at `buf` to `out`, as
   // datatypes::pack() does on the host; unpack() is its inverse.
-  virtual bool pack(const DevicePacker& packer, int64_t count, const void* buf, int64_t skip, int64_t max_bytes,
-                    void* out, DeviceStream stream) = 0;
-  virtual bool unpack(const DevicePacker& packer, int64_t count, void* buf, int64_t skip, int64_t max_bytes,
-                      const void* in, DeviceStream stream) = 0;
-  virtual bool copy(void* dst, const void* src, size_t bytes, DeviceStream stream) = 0;
+  virtual DeviceStatus pack(const DevicePacker& packer, int64_t count, const void* buf, int64_t skip, int64_t max_bytes,
+                            void* out, DeviceStream stream) = 0;
+  virtual DeviceStatus unpack(const DevicePacker& packer, int64_t count, void* buf, int64_t skip, int64_t max_bytes,
+                              const void* in, DeviceStream stream) = 0;
+  virtual DeviceStatus copy(void* dst, const void* src, size_t bytes, DeviceStream stream) = 0;
   // `height` rows of `width` bytes, rows `src_pitch` apart at `src` and
   // `dst_pitch` apart at `dst` (cudaMemcpy2DAsync). What an application that
   // packs a face by hand does; Veneer's own paths use pack(). The default is
   // one copy() per row; runtimes override it with one call.
-  virtual bool copy_2d(void* dst, size_t dst_pitch, const void* src, size_t src_pitch, size_t width, size_t height,
-                       DeviceStream stream) {
+  virtual DeviceStatus copy_2d(void* dst, size_t dst_pitch, const void* src, size_t src_pitch, size_t width,
+                               size_t height, DeviceStream stream) {
     for (size_t row = 0; row < height; ++row)
-      if (!copy(static_cast<char*>(dst) + row * dst_pitch, static_cast<const char*>(src) + row * src_pitch, width,
-                stream))
-        return false;
-    return true;
+      if (DeviceStatus s = copy(static_cast<char*>(dst) + row * dst_pitch,
+                                static_cast<const char*>(src) + row * src_pitch, width, stream);
+          !s)
+        return s;
+    return {};
   }
   // inout[i] = in[i] op inout[i] for i < count elements of `type`
   // (kernels/device_reduce.h: MPI_Reduce_local's operand order), as a kernel
   // on `stream`. Both pointers are device, managed or mapped pinned memory,
-  // aligned to the element. False (nothing queued) for an unsupported pair,
-  // and by default: a runtime without a reduction kernel.
-  virtual bool reduce(ReduceOp op, ReduceType type, void* inout, const void* in, int64_t count, DeviceStream stream) {
+  // aligned to the element. A failure (nothing queued) for an unsupported
+  // pair, and by default: a runtime without a reduction kernel.
+  virtual DeviceStatus reduce(ReduceOp op, ReduceType type, void* inout, const void* in, int64_t count,
+                              DeviceStream stream) {
     (void)op, (void)type, (void)inout, (void)in, (void)count, (void)stream;
-    return false;
+    return DeviceStatus::failure("reduce", 0, "unsupported", "this runtime has no reduction kernel", LogLevel::info);
   }
 };
 

@@ -2,61 +2,58 @@
 
 #include <algorithm>
 #include <initializer_list>
-#include <mutex>
-#include <optional>
 #include <vector>
+
+#include "support/address.h"
+#include "support/pool.h"
 
 namespace veneer::kernels {
 namespace {
 
 // Pinned and device allocations cost far more than the transfers they serve
 // (cudaHostAlloc maps and locks pages: milliseconds for megabytes), so freed
-// buffers are kept, up to a byte limit per kind.
+// buffers are kept (support/pool.h), up to a byte limit per kind. A buffer is
+// reused only by the runtime and device that made it.
 constexpr size_t kGranule = size_t{64} << 10;
-constexpr size_t kMaxPooled = 32;
+constexpr size_t kMaxPooledPerKind = 16;
 
-struct Entry {
-  DeviceRuntime* rt;
-  PooledBuffer::Kind kind;
-  int device;
-  char* data;
-  size_t capacity;
+struct Owner {
+  DeviceRuntime* rt = nullptr;
+  int device = -1;  // -1 for pinned memory
+  bool operator==(const Owner&) const = default;
 };
+using Pool = BestFitPool<Owner>;
 
 struct Pools {
-  std::mutex mutex;
-  std::vector<Entry> free;
-  int64_t limit = int64_t{256} << 20;
-  int64_t pinned_bytes = 0, device_bytes = 0, reused = 0, allocated = 0;
-  int64_t& bytes(PooledBuffer::Kind kind) { return kind == PooledBuffer::Kind::pinned ? pinned_bytes : device_bytes; }
+  Pool pinned{kMaxPooledPerKind, int64_t{256} << 20};
+  Pool device{kMaxPooledPerKind, int64_t{256} << 20};
+  Pool& of(PooledBuffer::Kind kind) { return kind == PooledBuffer::Kind::pinned ? pinned : device; }
 };
 
 Pools& pools() {
-  static Pools* p = new Pools;  // outlives static destructors
+  static auto* p = new Pools;  // outlives static destructors
   return *p;
 }
 
-void release(DeviceRuntime* rt, PooledBuffer::Kind kind, int device, char* data) {
+void release(PooledBuffer::Kind kind, const Pool::Buffer& b) {
+  DeviceRuntime* rt = b.key.rt;
   if (kind == PooledBuffer::Kind::pinned) {
-    rt->free_host(data);
+    rt->free_host(b.data);
     return;
   }
   // Device memory is freed on its own device.
   const int current = rt->current_device();
-  if (current != device) rt->set_device(device);
-  rt->free_device(data);
-  if (current != device) rt->set_device(current);
+  if (current != b.key.device) (void)rt->set_device(b.key.device);
+  rt->free_device(b.data);
+  if (current != b.key.device) (void)rt->set_device(current);
 }
 
 size_t round_up(size_t n, size_t to) { return (n + to - 1) / to * to; }
 
-// The byte address `offset` bytes past `p` (offsets of a layout may be negative).
-// In integers: `p` may be MPI_BOTTOM (null) with absolute offsets.
-const void* at(const void* p, int64_t offset) {
-  return reinterpret_cast<const void*>(reinterpret_cast<uintptr_t>(p) + static_cast<uintptr_t>(offset));
-}
-void* at(void* p, int64_t offset) {
-  return reinterpret_cast<void*>(reinterpret_cast<uintptr_t>(p) + static_cast<uintptr_t>(offset));
+// A resource a transfer needs and did not get (a CUDA runtime has logged
+// the cause of the failed acquisition just before).
+DeviceStatus unavailable(const char* step) {
+  return DeviceStatus::failure(step, 0, "unavailable", "the runtime could not provide it");
 }
 
 // Runs the steps of a transfer; on the first failure the rest are skipped,
@@ -71,24 +68,27 @@ class Steps {
   }
   template <class F>
   void operator()(F&& f) {
-    if (ok_ && !f()) ok_ = false;
+    if (status_) status_ = f();
   }
   DeviceEvent event() {
     DeviceEvent e = rt_.create_event();
-    if (!e) ok_ = false;
+    if (!e && status_) status_ = unavailable("device event");
     events_.push_back(e);
     return e;
   }
-  bool finish(std::initializer_list<DeviceStream> streams) {
-    for (DeviceStream s : streams)
-      if (s && !rt_.synchronize(s)) ok_ = false;
-    return ok_;
+  DeviceStatus finish(std::initializer_list<DeviceStream> streams) {
+    for (DeviceStream s : streams) {
+      if (!s) continue;
+      DeviceStatus done = rt_.synchronize(s);
+      if (status_ && !done) status_ = done;
+    }
+    return status_;
   }
-  bool ok() const { return ok_; }
+  bool ok() const { return status_.ok(); }
 
  private:
   DeviceRuntime& rt_;
-  bool ok_ = true;
+  DeviceStatus status_;
   std::vector<DeviceEvent> events_;
 };
 
@@ -110,22 +110,39 @@ struct Halves {
   PooledBuffer scratch;
 };
 
-// What both directions do before the staged pipeline: clamp the window, and
-// finish at once a contiguous layout (one copy-engine move, whatever the
-// method) or a one-launch method. Returns nullopt when the staged pipeline
-// is still to run.
-template <class Copy, class Launch>
-std::optional<bool> direct(Steps& step, DeviceStream s0, const datatypes::Layout& layout, DeviceMethod method,
-                           Copy copy, Launch launch) {
-  if (layout.contiguous) {
-    step(copy);
+// What a staged pipeline works with: the steps, Veneer's two streams, the
+// scratch halves, and two events per half (`first` recorded by the stage
+// that fills a half, `second` by the stage that empties it).
+struct Pipeline {
+  Steps& step;
+  DeviceStream s0, s1;
+  const Halves& h;
+  DeviceEvent first[2], second[2];
+};
+
+// Both directions: clamp the window to the stream; a contiguous layout is
+// one copy-engine move (whatever the method), a one-launch method one
+// launch, and the staged method runs `staged` over a Pipeline. Each of
+// `copy` and `launch` takes (stream, bytes).
+template <class Copy, class Launch, class Staged>
+DeviceStatus transfer(DeviceRuntime& rt, const datatypes::Layout& layout, int64_t count, int64_t skip, int64_t bytes,
+                      DeviceMethod method, const TransferOptions& options, Copy copy, Launch launch, Staged staged) {
+  bytes = std::min(bytes, layout.size * count - skip);
+  if (bytes <= 0) return {};
+  Steps step(rt);
+  DeviceStream s0 = rt.stream(0);
+  if (!s0) return unavailable("device stream");
+  if (layout.contiguous || method != DeviceMethod::staged) {
+    step([&] { return layout.contiguous ? copy(s0, bytes) : launch(s0, bytes); });
     return step.finish({s0});
   }
-  if (method != DeviceMethod::staged) {
-    step(launch);
-    return step.finish({s0});
-  }
-  return std::nullopt;
+  DeviceStream s1 = rt.stream(1);
+  if (!s1) return unavailable("second device stream");
+  Halves h(rt, bytes, options);
+  if (!h.scratch.get()) return unavailable("device scratch");
+  Pipeline p{step, s0, s1, h, {step.event(), step.event()}, {step.event(), step.event()}};
+  staged(p);
+  return step.finish({s0, s1});
 }
 
 }  // namespace
@@ -143,46 +160,21 @@ PooledBuffer::PooledBuffer(DeviceRuntime& rt, Kind kind, size_t bytes) : rt_(&rt
   if (kind == Kind::none) return;
   device_ = kind == Kind::device ? rt.current_device() : -1;
   const size_t want = round_up(std::max<size_t>(bytes, 1), kGranule);
-  Pools& p = pools();
-  {
-    std::lock_guard lock(p.mutex);
-    // The smallest pooled buffer that fits without wasting more than half of it.
-    size_t best = p.free.size();
-    for (size_t i = 0; i < p.free.size(); ++i) {
-      const Entry& e = p.free[i];
-      if (e.rt != &rt || e.kind != kind || e.device != device_ || e.capacity < want || e.capacity / 2 > want) continue;
-      if (best == p.free.size() || e.capacity < p.free[best].capacity) best = i;
-    }
-    if (best != p.free.size()) {
-      data_ = p.free[best].data;
-      capacity_ = p.free[best].capacity;
-      p.free[best] = p.free.back();
-      p.free.pop_back();
-      p.bytes(kind) -= static_cast<int64_t>(capacity_);
-      ++p.reused;
-      return;
-    }
+  Pool& pool = pools().of(kind);
+  if (auto kept = pool.take({&rt, device_}, want)) {
+    data_ = kept->data;
+    capacity_ = kept->capacity;
+    return;
   }
   data_ = static_cast<char*>(kind == Kind::pinned ? rt.alloc_host(want) : rt.alloc_device(want));
   capacity_ = data_ ? want : 0;
-  if (data_) {
-    std::lock_guard lock(p.mutex);
-    ++p.allocated;
-  }
+  if (data_) pool.allocated();
 }
 
 PooledBuffer::~PooledBuffer() {
   if (!data_) return;
-  Pools& p = pools();
-  {
-    std::lock_guard lock(p.mutex);
-    if (p.free.size() < kMaxPooled && p.bytes(kind_) + static_cast<int64_t>(capacity_) <= p.limit) {
-      p.free.push_back({rt_, kind_, device_, data_, capacity_});
-      p.bytes(kind_) += static_cast<int64_t>(capacity_);
-      return;
-    }
-  }
-  release(rt_, kind_, device_, data_);
+  const Pool::Buffer b{{rt_, device_}, data_, capacity_};
+  if (!pools().of(kind_).keep(b)) release(kind_, b);
 }
 
 PooledBuffer& PooledBuffer::operator=(PooledBuffer&& other) noexcept {
@@ -198,96 +190,79 @@ PooledBuffer& PooledBuffer::operator=(PooledBuffer&& other) noexcept {
 }
 
 void set_pool_limit(int64_t bytes) {
-  Pools& p = pools();
-  std::lock_guard lock(p.mutex);
-  p.limit = std::max<int64_t>(0, bytes);
+  pools().pinned.set_limit(bytes);
+  pools().device.set_limit(bytes);
 }
 
 PoolStats pool_stats() {
-  Pools& p = pools();
-  std::lock_guard lock(p.mutex);
-  return {p.pinned_bytes, p.device_bytes, p.reused, p.allocated};
+  const PoolUsage pinned = pools().pinned.usage(), device = pools().device.usage();
+  return {pinned.pooled_bytes, device.pooled_bytes, pinned.reused + device.reused, pinned.allocated + device.allocated};
 }
 
 void release_pools() {
-  std::vector<Entry> taken;
-  {
-    Pools& p = pools();
-    std::lock_guard lock(p.mutex);
-    taken.swap(p.free);
-    p.pinned_bytes = p.device_bytes = 0;
-  }
-  for (const Entry& e : taken) release(e.rt, e.kind, e.device, e.data);
+  for (const Pool::Buffer& b : pools().pinned.drain()) release(PooledBuffer::Kind::pinned, b);
+  for (const Pool::Buffer& b : pools().device.drain()) release(PooledBuffer::Kind::device, b);
 }
 
-bool pack_from_device(DeviceRuntime& rt, const DevicePacker& packer, const datatypes::Layout& layout, int64_t count,
-                      const void* buf, int64_t skip, int64_t bytes, void* out, DeviceMethod method,
-                      const TransferOptions& options) {
-  bytes = std::min(bytes, layout.size * count - skip);
-  if (bytes <= 0) return true;
-  Steps step(rt);
-  DeviceStream s0 = rt.stream(0);
-  if (!s0) return false;
-  if (auto done = direct(
-          step, s0, layout, method,
-          [&] { return rt.copy(out, at(buf, layout.true_lb + skip), static_cast<size_t>(bytes), s0); },
-          [&] { return rt.pack(packer, count, buf, skip, bytes, out, s0); }))
-    return *done;
-  // Staged: chunk k is packed into one half of a device scratch buffer on
-  // stream 0 while the copy engine moves chunk k-1 out of the other half on
-  // stream 1. A half is packed into again only after its copy has left.
-  DeviceStream s1 = rt.stream(1);
-  Halves h(rt, bytes, options);
-  if (!s1 || !h.scratch.get()) return false;
-  DeviceEvent packed[2] = {step.event(), step.event()};
-  DeviceEvent copied[2] = {step.event(), step.event()};
-  auto queue_pack = [&](int64_t k) {
-    if (k >= 2) step([&] { return rt.wait(s0, copied[k & 1]); });
-    step([&] { return rt.pack(packer, count, buf, skip + h.offset(k), h.size(k), h.of(k), s0); });
-    step([&] { return rt.record(packed[k & 1], s0); });
-  };
-  // Pack k+1 is queued before copy k: a copy into pageable memory returns
-  // only when it is done, and the GPU must already have the next pack to do.
-  queue_pack(0);
-  for (int64_t k = 0; k < h.chunks && step.ok(); ++k) {
-    if (k + 1 < h.chunks) queue_pack(k + 1);
-    step([&] { return rt.wait(s1, packed[k & 1]); });
-    step([&] { return rt.copy(at(out, h.offset(k)), h.of(k), static_cast<size_t>(h.size(k)), s1); });
-    step([&] { return rt.record(copied[k & 1], s1); });
-  }
-  return step.finish({s0, s1});
+DeviceStatus pack_from_device(DeviceRuntime& rt, const DevicePacker& packer, const datatypes::Layout& layout,
+                              int64_t count, const void* buf, int64_t skip, int64_t bytes, void* out,
+                              DeviceMethod method, const TransferOptions& options) {
+  return transfer(
+      rt, layout, count, skip, bytes, method, options,
+      [&](DeviceStream s, int64_t n) {
+        return rt.copy(out, address::at(buf, layout.true_lb + skip), static_cast<size_t>(n), s);
+      },
+      [&](DeviceStream s, int64_t n) { return rt.pack(packer, count, buf, skip, n, out, s); },
+      [&](Pipeline& p) {
+        // Chunk k is packed into one half of the scratch on stream 0 while
+        // the copy engine moves chunk k-1 out of the other half on stream 1.
+        // A half is packed into again only after its copy has left
+        // (first: packed, second: copied).
+        auto queue_pack = [&](int64_t k) {
+          if (k >= 2) p.step([&] { return rt.wait(p.s0, p.second[k & 1]); });
+          p.step([&] { return rt.pack(packer, count, buf, skip + p.h.offset(k), p.h.size(k), p.h.of(k), p.s0); });
+          p.step([&] { return rt.record(p.first[k & 1], p.s0); });
+        };
+        // Pack k+1 is queued before copy k: a copy into pageable memory
+        // returns only when it is done, and the GPU must already have the
+        // next pack to do.
+        queue_pack(0);
+        for (int64_t k = 0; k < p.h.chunks && p.step.ok(); ++k) {
+          if (k + 1 < p.h.chunks) queue_pack(k + 1);
+          p.step([&] { return rt.wait(p.s1, p.first[k & 1]); });
+          p.step([&] {
+            return rt.copy(address::at(out, p.h.offset(k)), p.h.of(k), static_cast<size_t>(p.h.size(k)), p.s1);
+          });
+          p.step([&] { return rt.record(p.second[k & 1], p.s1); });
+        }
+      });
 }
 
-bool unpack_to_device(DeviceRuntime& rt, const DevicePacker& packer, const datatypes::Layout& layout, int64_t count,
-                      void* buf, int64_t skip, int64_t bytes, const void* in, DeviceMethod method,
-                      const TransferOptions& options) {
-  bytes = std::min(bytes, layout.size * count - skip);
-  if (bytes <= 0) return true;
-  Steps step(rt);
-  DeviceStream s0 = rt.stream(0);
-  if (!s0) return false;
-  if (auto done = direct(
-          step, s0, layout, method,
-          [&] { return rt.copy(at(buf, layout.true_lb + skip), in, static_cast<size_t>(bytes), s0); },
-          [&] { return rt.unpack(packer, count, buf, skip, bytes, in, s0); }))
-    return *done;
-  // Staged: the copy engine brings chunk k into one half of the scratch on
-  // stream 1 while chunk k-1 is unpacked from the other half on stream 0; a
-  // half is refilled only after its unpacking has finished.
-  DeviceStream s1 = rt.stream(1);
-  Halves h(rt, bytes, options);
-  if (!s1 || !h.scratch.get()) return false;
-  DeviceEvent arrived[2] = {step.event(), step.event()};
-  DeviceEvent unpacked[2] = {step.event(), step.event()};
-  for (int64_t k = 0; k < h.chunks && step.ok(); ++k) {
-    if (k >= 2) step([&] { return rt.wait(s1, unpacked[k & 1]); });
-    step([&] { return rt.copy(h.of(k), at(in, h.offset(k)), static_cast<size_t>(h.size(k)), s1); });
-    step([&] { return rt.record(arrived[k & 1], s1); });
-    step([&] { return rt.wait(s0, arrived[k & 1]); });
-    step([&] { return rt.unpack(packer, count, buf, skip + h.offset(k), h.size(k), h.of(k), s0); });
-    step([&] { return rt.record(unpacked[k & 1], s0); });
-  }
-  return step.finish({s0, s1});
+DeviceStatus unpack_to_device(DeviceRuntime& rt, const DevicePacker& packer, const datatypes::Layout& layout,
+                              int64_t count, void* buf, int64_t skip, int64_t bytes, const void* in,
+                              DeviceMethod method, const TransferOptions& options) {
+  return transfer(
+      rt, layout, count, skip, bytes, method, options,
+      [&](DeviceStream s, int64_t n) {
+        return rt.copy(address::at(buf, layout.true_lb + skip), in, static_cast<size_t>(n), s);
+      },
+      [&](DeviceStream s, int64_t n) { return rt.unpack(packer, count, buf, skip, n, in, s); },
+      [&](Pipeline& p) {
+        // The copy engine brings chunk k into one half of the scratch on
+        // stream 1 while chunk k-1 is unpacked from the other half on stream
+        // 0; a half is refilled only after its unpacking has finished
+        // (first: arrived, second: unpacked).
+        for (int64_t k = 0; k < p.h.chunks && p.step.ok(); ++k) {
+          if (k >= 2) p.step([&] { return rt.wait(p.s1, p.second[k & 1]); });
+          p.step([&] {
+            return rt.copy(p.h.of(k), address::at(in, p.h.offset(k)), static_cast<size_t>(p.h.size(k)), p.s1);
+          });
+          p.step([&] { return rt.record(p.first[k & 1], p.s1); });
+          p.step([&] { return rt.wait(p.s0, p.first[k & 1]); });
+          p.step([&] { return rt.unpack(packer, count, buf, skip + p.h.offset(k), p.h.size(k), p.h.of(k), p.s0); });
+          p.step([&] { return rt.record(p.second[k & 1], p.s0); });
+        }
+      });
 }
 
 }  // namespace veneer::kernels

@@ -21,7 +21,8 @@
 // to the library once all of it is in host memory.
 //
 // Every function here returns when its work is done (it synchronises Veneer's
-// streams) and false if the runtime reported a failure.
+// streams), with the first failure the runtime reported (DeviceStatus,
+// kernels/device_status.h: logged with its cause where it happened).
 #include <cstddef>
 #include <cstdint>
 #include <utility>
@@ -80,14 +81,14 @@ struct TransferOptions {
 // oneshot (mapped pinned memory from alloc_host) and staged (any host
 // memory), device memory for on_device. `packer` was made for `layout` on
 // the buffer's device, which is current.
-bool pack_from_device(DeviceRuntime& rt, const DevicePacker& packer, const datatypes::Layout& layout, int64_t count,
-                      const void* buf, int64_t skip, int64_t bytes, void* out, DeviceMethod method,
-                      const TransferOptions& options = {});
+DeviceStatus pack_from_device(DeviceRuntime& rt, const DevicePacker& packer, const datatypes::Layout& layout,
+                              int64_t count, const void* buf, int64_t skip, int64_t bytes, void* out,
+                              DeviceMethod method, const TransferOptions& options = {});
 
 // The inverse: scatters `in` (stream bytes [skip, skip + bytes)) into the
 // instances at device buffer `buf`.
-bool unpack_to_device(DeviceRuntime& rt, const DevicePacker& packer, const datatypes::Layout& layout, int64_t count,
-                      void* buf, int64_t skip, int64_t bytes, const void* in, DeviceMethod method,
-                      const TransferOptions& options = {});
+DeviceStatus unpack_to_device(DeviceRuntime& rt, const DevicePacker& packer, const datatypes::Layout& layout,
+                              int64_t count, void* buf, int64_t skip, int64_t bytes, const void* in,
+                              DeviceMethod method, const TransferOptions& options = {});
 
 }  // namespace veneer::kernels

@@ -12,8 +12,10 @@
 //    (user offset, packed offset, bytes), repeated over strided dimensions;
 //    a group of G threads moves one segment.
 #include <cstdint>
+#include <type_traits>
 
 #include "kernels/fast_divmod.h"
+#include "support/address.h"
 
 #if !defined(__CUDA_ARCH__) && defined(VENEER_KERNELS_CHECK_ALIGNMENT)
 #include <stdexcept>
@@ -93,31 +95,14 @@ struct SegmentParams {
 
 // Words of W bytes; 16 is two 64-bit halves under 16-byte alignment, which
 // the compiler turns into one 128-bit load or store.
-template <int W>
-struct WordOf;
-template <>
-struct WordOf<1> {
-  using type = uint8_t;
-};
-template <>
-struct WordOf<2> {
-  using type = uint16_t;
-};
-template <>
-struct WordOf<4> {
-  using type = uint32_t;
-};
-template <>
-struct WordOf<8> {
-  using type = uint64_t;
-};
 struct alignas(16) Word16 {
   uint64_t low, high;
 };
-template <>
-struct WordOf<16> {
-  using type = Word16;
-};
+template <int W>
+using WordOf = std::conditional_t<
+    W == 1, uint8_t,
+    std::conditional_t<W == 2, uint16_t,
+                       std::conditional_t<W == 4, uint32_t, std::conditional_t<W == 8, uint64_t, Word16>>>>;
 
 template <int W>
 VENEER_HD void check_aligned([[maybe_unused]] uintptr_t address) {
@@ -129,8 +114,9 @@ VENEER_HD void check_aligned([[maybe_unused]] uintptr_t address) {
 // Moves one word between the user's buffer and the packed stream.
 template <int W, bool Pack>
 VENEER_HD void move_word(uintptr_t user, char* packed) {
-  using Word = typename WordOf<W>::type;
-  const uintptr_t p = reinterpret_cast<uintptr_t>(packed);
+  static_assert(W == 1 || W == 2 || W == 4 || W == 8 || W == 16, "a word is 1, 2, 4, 8 or 16 bytes");
+  using Word = WordOf<W>;
+  const uintptr_t p = address::of(packed);
   check_aligned<W>(user);
   check_aligned<W>(p);
   if constexpr (Pack) {
@@ -161,7 +147,7 @@ VENEER_HD void leaf_thread(const LeafParams<Index>& p, Index t) {
     Index b, k;
     p.block_words.divmod(word, b, k);
     const int64_t offset = leaf_block_offset(p, b) + static_cast<int64_t>(k) * W;
-    move_word<W, Pack>(p.user + static_cast<uintptr_t>(offset), p.packed + (word * Index{W} - p.first));
+    move_word<W, Pack>(address::advance(p.user, offset), p.packed + (word * Index{W} - p.first));
   }
   if (t < p.head + p.tail) {
     // The few bytes at the ends of a window that starts or stops inside a word.
@@ -169,7 +155,7 @@ VENEER_HD void leaf_thread(const LeafParams<Index>& p, Index t) {
     Index b, k;
     p.block_bytes.divmod(at, b, k);
     const int64_t offset = leaf_block_offset(p, b) + static_cast<int64_t>(k);
-    move_word<1, Pack>(p.user + static_cast<uintptr_t>(offset), p.packed + (at - p.first));
+    move_word<1, Pack>(address::advance(p.user, offset), p.packed + (at - p.first));
   }
 }
 
@@ -179,7 +165,7 @@ template <int W, int G, bool Pack>
 VENEER_HD int64_t move_run(uintptr_t user, char* packed, int64_t done, int64_t n, int lane) {
   const int64_t end = done + (n - done) / W * W;
   for (int64_t i = done + int64_t{lane} * W; i < end; i += int64_t{G} * W)
-    move_word<W, Pack>(user + static_cast<uintptr_t>(i), packed + i);
+    move_word<W, Pack>(address::advance(user, i), packed + i);
   return end;
 }
 
@@ -196,13 +182,13 @@ VENEER_HD void segment_thread(const SegmentParams<Index>& p, Index t) {
   const int64_t end = start + seg.bytes;
   const int64_t hi = end < p.last ? end : p.last;
   if (lo >= hi) return;
-  const uintptr_t user = p.user + static_cast<uintptr_t>(p.reps.offset_of(rep) + seg.user + (lo - start));
+  const uintptr_t user = address::advance(p.user, p.reps.offset_of(rep) + seg.user + (lo - start));
   char* packed = p.packed + (lo - p.first);
   const int64_t n = hi - lo;
   // Segments differ in alignment, so each picks its own widest word: the body
   // in the widest word both ends allow, the last few bytes in narrower ones.
   // Every branch is the same for the whole group.
-  const uintptr_t bits = user | reinterpret_cast<uintptr_t>(packed);
+  const uintptr_t bits = user | address::of(packed);
   int64_t done = 0;
   if (bits % 16 == 0) done = move_run<16, G, Pack>(user, packed, done, n, lane);
   if (bits % 8 == 0) done = move_run<8, G, Pack>(user, packed, done, n, lane);

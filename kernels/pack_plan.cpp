@@ -239,7 +239,7 @@ Launch plan_launch(const PackPlan& plan, const int64_t* device_offsets, const Se
   l.bytes = len;
   if (plan.form == PlanForm::contiguous) {
     l.kind = Launch::Kind::copy;
-    l.user_address = user + static_cast<uintptr_t>(plan.true_lb + skip);
+    l.user_address = address::advance(user, plan.true_lb + skip);
     l.packed = packed;
     return l;
   }
@@ -272,14 +272,14 @@ Launch plan_launch(const PackPlan& plan, const int64_t* device_offsets, const Se
   if (leaf) {
     if (nd == 0 && !irregular) {  // one block: a plain copy
       l.kind = Launch::Kind::copy;
-      l.user_address = user + static_cast<uintptr_t>(plan.offset + skip);
+      l.user_address = address::advance(user, plan.offset + skip);
       l.packed = packed;
       return l;
     }
     l.kind = Launch::Kind::leaf;
     // Every access aligned: the word divides the layout's displacements, the
     // user's base address, and the packed address of every word (packed - skip).
-    bits |= static_cast<uint64_t>(user) | (reinterpret_cast<uintptr_t>(packed) - static_cast<uint64_t>(skip));
+    bits |= static_cast<uint64_t>(user) | address::advance(address::of(packed), -skip);
     l.width = word_width(bits);
     l.wide_index = wide_index || plan.size * count >= k32;
     if (l.wide_index) {

@@ -2,9 +2,12 @@
 // Staging buffers for packed messages, reused across calls. Fresh large
 // allocations come from mmap and fault in every page on first touch, which
 // costs more than packing; a small pool of recently freed buffers avoids it.
-// The pool is bounded (VENEER_STAGING_POOL bytes) and emptied at MPI_Finalize.
+// The pool (support/pool.h: best fit, at most 16 buffers of 64 KiB or more)
+// is bounded (VENEER_STAGING_POOL bytes) and emptied at MPI_Finalize.
 #include <cstddef>
 #include <cstdint>
+
+#include "support/pool.h"
 
 namespace veneer {
 
@@ -34,9 +37,7 @@ class Staging {
   size_t capacity_ = 0;
 };
 
-struct StagingStats {
-  int64_t pooled_bytes = 0, pooled_buffers = 0, reused = 0, allocated = 0, limit = 0;
-};
+using StagingStats = PoolUsage;  // support/pool.h
 StagingStats staging_stats();
 void staging_release_all();  // gives every pooled buffer back to the system
 

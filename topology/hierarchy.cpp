@@ -10,6 +10,7 @@
 
 #include "support/config.h"
 #include "support/log.h"
+#include "topology/mpi_error.h"
 
 namespace veneer::topology {
 namespace {
@@ -24,11 +25,11 @@ int made(int rc) {
 }
 
 void free_comm(MPI_Comm& c) {
-  if (c != MPI_COMM_NULL) PMPI_Comm_free(&c);
+  if (c != MPI_COMM_NULL) failed(PMPI_Comm_free(&c), "MPI_Comm_free");
   c = MPI_COMM_NULL;
 }
 
-int delete_cached(MPI_Comm, int, void* attribute, void*) {
+int delete_cached(MPI_Comm /*comm*/, int /*keyval*/, void* attribute, void* /*extra_state*/) {
   // Owning the pointer again frees the hierarchy and its communicators.
   std::unique_ptr<Hierarchy> owned(static_cast<Hierarchy*>(attribute));
   return MPI_SUCCESS;
@@ -41,7 +42,8 @@ int keyval() {
   std::call_once(g_keyval_once, [] {
     // A duplicated communicator builds its own hierarchy: copying would share
     // sub-communicators between two parents.
-    if (PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, delete_cached, &g_keyval, nullptr) != MPI_SUCCESS)
+    if (failed(PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, delete_cached, &g_keyval, nullptr),
+               "MPI_Comm_create_keyval"))
       g_keyval = MPI_KEYVAL_INVALID;
   });
   return g_keyval;
@@ -66,8 +68,7 @@ bool locally_oversubscribed() {
 
 Hierarchy::~Hierarchy() {
   int finalized = 1;
-  PMPI_Finalized(&finalized);
-  if (!finalized) {
+  if (!failed(PMPI_Finalized(&finalized), "MPI_Finalized") && !finalized) {
     free_comm(lane_comm_);
     free_comm(leader_comm_);
     free_comm(node_comm_);
@@ -77,39 +78,50 @@ Hierarchy::~Hierarchy() {
 }
 
 // Each is made once, by every rank at the same point (see hierarchy.h); a
-// failure leaves MPI_COMM_NULL and is not retried, so ranks stay in step.
-MPI_Comm Hierarchy::make_comm() const {
+// failure leaves MPI_COMM_NULL and is not retried, so ranks stay in step; its
+// code is kept and handed to every later caller that asks.
+MPI_Comm Hierarchy::make_comm(int* rc) const {
   comm_made_ = true;
-  if (made(PMPI_Comm_dup(parent, &comm_)) != MPI_SUCCESS) comm_ = MPI_COMM_NULL;
+  comm_rc_ = made(PMPI_Comm_dup(parent, &comm_));
+  if (failed(comm_rc_, "MPI_Comm_dup (Veneer's duplicate)")) comm_ = MPI_COMM_NULL;
+  report_to(rc, comm_rc_);
   return comm_;
 }
 
-MPI_Comm Hierarchy::make_node_comm() const {
+MPI_Comm Hierarchy::make_node_comm(int* rc) const {
   node_comm_made_ = true;
-  const MPI_Comm all = comm();
-  if (all != MPI_COMM_NULL && made(PMPI_Comm_split(all, node_index, rank, &node_comm_)) != MPI_SUCCESS)
-    node_comm_ = MPI_COMM_NULL;
+  const MPI_Comm all = comm(&node_comm_rc_);
+  if (all != MPI_COMM_NULL) {
+    node_comm_rc_ = made(PMPI_Comm_split(all, node_index, rank, &node_comm_));
+    if (failed(node_comm_rc_, "MPI_Comm_split (node communicator)")) node_comm_ = MPI_COMM_NULL;
+  }
+  report_to(rc, node_comm_rc_);
   return node_comm_;
 }
 
-MPI_Comm Hierarchy::leaders() const {
+MPI_Comm Hierarchy::leaders(int* rc) const {
   if (!leaders_made_) {
     leaders_made_ = true;
-    const MPI_Comm all = comm();
-    if (all != MPI_COMM_NULL &&
-        made(PMPI_Comm_split(all, node_rank == 0 ? 0 : MPI_UNDEFINED, node_index, &leader_comm_)) != MPI_SUCCESS)
-      leader_comm_ = MPI_COMM_NULL;
+    const MPI_Comm all = comm(&leaders_rc_);
+    if (all != MPI_COMM_NULL) {
+      leaders_rc_ = made(PMPI_Comm_split(all, node_rank == 0 ? 0 : MPI_UNDEFINED, node_index, &leader_comm_));
+      if (failed(leaders_rc_, "MPI_Comm_split (leader communicator)")) leader_comm_ = MPI_COMM_NULL;
+    }
   }
+  report_to(rc, leaders_rc_);
   return leader_comm_;
 }
 
-MPI_Comm Hierarchy::lanes() const {
+MPI_Comm Hierarchy::lanes(int* rc) const {
   if (!lanes_made_) {
     lanes_made_ = true;
-    const MPI_Comm all = comm();
-    if (all != MPI_COMM_NULL && made(PMPI_Comm_split(all, node_rank, node_index, &lane_comm_)) != MPI_SUCCESS)
-      lane_comm_ = MPI_COMM_NULL;
+    const MPI_Comm all = comm(&lanes_rc_);
+    if (all != MPI_COMM_NULL) {
+      lanes_rc_ = made(PMPI_Comm_split(all, node_rank, node_index, &lane_comm_));
+      if (failed(lanes_rc_, "MPI_Comm_split (lane communicator)")) lane_comm_ = MPI_COMM_NULL;
+    }
   }
+  report_to(rc, lanes_rc_);
   return lane_comm_;
 }
 
@@ -173,19 +185,23 @@ int64_t host_key() {
   return key;
 }
 
-std::unique_ptr<Hierarchy> build_hierarchy(MPI_Comm comm, std::optional<int> node_key) {
+std::unique_ptr<Hierarchy> build_hierarchy(MPI_Comm comm, std::optional<int> node_key, int* rc) {
+  // Not an error of the library's: a communicator Veneer does not describe.
+  if (comm == MPI_COMM_NULL) return report_to(rc, MPI_ERR_COMM), nullptr;
   int inter = 0;
-  if (comm == MPI_COMM_NULL || PMPI_Comm_test_inter(comm, &inter) != MPI_SUCCESS || inter) return nullptr;
+  if (int e = PMPI_Comm_test_inter(comm, &inter); failed(e, "MPI_Comm_test_inter")) return report_to(rc, e), nullptr;
+  if (inter) return report_to(rc, MPI_ERR_COMM), nullptr;
   auto h = std::make_unique<Hierarchy>();
   g_live.fetch_add(1, std::memory_order_relaxed);
   h->parent = comm;
-  PMPI_Comm_rank(comm, &h->rank);
-  PMPI_Comm_size(comm, &h->size);
+  if (int e = PMPI_Comm_rank(comm, &h->rank); failed(e, "MPI_Comm_rank")) return report_to(rc, e), nullptr;
+  if (int e = PMPI_Comm_size(comm, &h->size); failed(e, "MPI_Comm_size")) return report_to(rc, e), nullptr;
 
   if (!node_key) {
     if (auto sizes = pretend_node_sizes_from_env()) {
       int world_rank = 0;
-      PMPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
+      if (int e = PMPI_Comm_rank(MPI_COMM_WORLD, &world_rank); failed(e, "MPI_Comm_rank (MPI_COMM_WORLD)"))
+        return report_to(rc, e), nullptr;
       node_key = node_of_index(world_rank, *sizes);
     }
   }
@@ -194,7 +210,9 @@ std::unique_ptr<Hierarchy> build_hierarchy(MPI_Comm comm, std::optional<int> nod
   // oversubscribed: one allgather on the user's communicator, no new communicator.
   const int64_t mine[2] = {node_key ? std::max(0, *node_key) : host_key(), locally_oversubscribed() ? 1 : 0};
   std::vector<int64_t> all(2 * static_cast<size_t>(h->size));
-  if (PMPI_Allgather(mine, 2, MPI_INT64_T, all.data(), 2, MPI_INT64_T, comm) != MPI_SUCCESS) return nullptr;
+  if (int e = PMPI_Allgather(mine, 2, MPI_INT64_T, all.data(), 2, MPI_INT64_T, comm);
+      failed(e, "MPI_Allgather (node keys)"))
+    return report_to(rc, e), nullptr;
 
   // Nodes are numbered in the order of their lowest rank; a rank's index on
   // its node is its place among the node's ranks in rank order.
@@ -225,28 +243,37 @@ std::unique_ptr<Hierarchy> build_hierarchy(MPI_Comm comm, std::optional<int> nod
     if (members.back() - members.front() + 1 != n) h->node_consecutive = false;
   }
   h->equal_ranks_per_node = h->min_ranks_per_node == h->max_ranks_per_node;
+  report_to(rc, MPI_SUCCESS);
   return h;
 }
 
-const Hierarchy* hierarchy(MPI_Comm comm) {
-  int key = keyval();
-  if (key == MPI_KEYVAL_INVALID || comm == MPI_COMM_NULL) return nullptr;
+const Hierarchy* hierarchy(MPI_Comm comm, int* rc) {
+  const int key = keyval();
+  if (comm == MPI_COMM_NULL) return report_to(rc, MPI_ERR_COMM), nullptr;
+  if (key == MPI_KEYVAL_INVALID) return report_to(rc, MPI_ERR_KEYVAL), nullptr;
   void* cached = nullptr;
   int found = 0;
-  if (PMPI_Comm_get_attr(comm, key, &cached, &found) == MPI_SUCCESS && found) return static_cast<Hierarchy*>(cached);
-  std::unique_ptr<Hierarchy> built = build_hierarchy(comm);
+  if (int e = PMPI_Comm_get_attr(comm, key, &cached, &found); failed(e, "MPI_Comm_get_attr"))
+    return report_to(rc, e), nullptr;
+  if (found) return report_to(rc, MPI_SUCCESS), static_cast<Hierarchy*>(cached);
+  std::unique_ptr<Hierarchy> built = build_hierarchy(comm, std::nullopt, rc);
   if (!built) return nullptr;
-  if (PMPI_Comm_set_attr(comm, key, built.get()) != MPI_SUCCESS) return nullptr;
+  if (int e = PMPI_Comm_set_attr(comm, key, built.get()); failed(e, "MPI_Comm_set_attr"))
+    return report_to(rc, e), nullptr;
   log(LogLevel::debug, "hierarchy: %s", built->describe().c_str());
   return built.release();  // now owned by the attribute
 }
 
-void forget_hierarchy(MPI_Comm comm) {
-  int key = keyval();
-  if (key == MPI_KEYVAL_INVALID || comm == MPI_COMM_NULL) return;
+int forget_hierarchy(MPI_Comm comm) {
+  const int key = keyval();
+  if (key == MPI_KEYVAL_INVALID || comm == MPI_COMM_NULL) return MPI_SUCCESS;  // nothing was cached
   void* cached = nullptr;
   int found = 0;
-  if (PMPI_Comm_get_attr(comm, key, &cached, &found) == MPI_SUCCESS && found) PMPI_Comm_delete_attr(comm, key);
+  if (int e = PMPI_Comm_get_attr(comm, key, &cached, &found); failed(e, "MPI_Comm_get_attr")) return e;
+  if (!found) return MPI_SUCCESS;
+  const int e = PMPI_Comm_delete_attr(comm, key);
+  failed(e, "MPI_Comm_delete_attr");
+  return e;
 }
 
 int live_hierarchies() { return g_live.load(std::memory_order_relaxed); }

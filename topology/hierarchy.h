@@ -18,6 +18,10 @@
 // Every communicator in here is private to Veneer (duplicates and splits), so
 // the point-to-point messages of an algorithm can never match a receive the
 // application posted on its own communicator.
+//
+// Errors (topology/mpi_error.h): every library call is checked; a failure is
+// logged with its cause, and its MPI error code comes back in `*rc` beside a
+// null result (nullptr, MPI_COMM_NULL) where the caller passes `rc`.
 #include <mpi.h>
 
 #include <cstdint>
@@ -26,6 +30,8 @@
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "topology/mpi_error.h"
 
 namespace veneer::topology {
 
@@ -67,20 +73,25 @@ struct Hierarchy {
   // Making one is collective over `parent`: every rank calls it, leader or
   // not, at the same point of the same collective call (algorithms declare
   // what they use; collectives.cpp makes it before they run).
-  // MPI_COMM_NULL where the library failed to make it.
-  MPI_Comm comm() const { return comm_made_ ? comm_ : make_comm(); }  // duplicate of parent: same ranks
-  MPI_Comm node_comm() const { return node_comm_made_ ? node_comm_ : make_node_comm(); }  // my node, in rank order
+  // MPI_COMM_NULL where the library failed to make it; *rc (when given) is
+  // the code of the call that made it (or failed to), on every call.
+  MPI_Comm comm(int* rc = nullptr) const {  // duplicate of parent: same ranks
+    return comm_made_ ? (report_to(rc, comm_rc_), comm_) : make_comm(rc);
+  }
+  MPI_Comm node_comm(int* rc = nullptr) const {  // my node, in rank order
+    return node_comm_made_ ? (report_to(rc, node_comm_rc_), node_comm_) : make_node_comm(rc);
+  }
   // The node leaders (node_rank 0 of every node, in node order; MPI_COMM_NULL
-  // on other ranks) and my lane (the ranks with my node_rank, one per node
-  // that has one, in node order).
-  MPI_Comm leaders() const;
-  MPI_Comm lanes() const;
+  // with *rc MPI_SUCCESS on other ranks) and my lane (the ranks with my
+  // node_rank, one per node that has one, in node order).
+  MPI_Comm leaders(int* rc = nullptr) const;
+  MPI_Comm lanes(int* rc = nullptr) const;
   // How many of the four exist now (0 until an algorithm or a test asks for one).
   int communicators_made() const;
 
  private:
-  MPI_Comm make_comm() const;
-  MPI_Comm make_node_comm() const;
+  MPI_Comm make_comm(int* rc) const;
+  MPI_Comm make_node_comm(int* rc) const;
   mutable MPI_Comm comm_ = MPI_COMM_NULL;
   mutable MPI_Comm node_comm_ = MPI_COMM_NULL;
   mutable MPI_Comm leader_comm_ = MPI_COMM_NULL;
@@ -89,22 +100,30 @@ struct Hierarchy {
   mutable bool node_comm_made_ = false;
   mutable bool leaders_made_ = false;
   mutable bool lanes_made_ = false;
+  mutable int comm_rc_ = MPI_SUCCESS;
+  mutable int node_comm_rc_ = MPI_SUCCESS;
+  mutable int leaders_rc_ = MPI_SUCCESS;
+  mutable int lanes_rc_ = MPI_SUCCESS;
 };
 
 // Learns the layout of `comm` (collective over comm: one allgather on it; no
 // communicator is made). `node_key`: this rank's node, as any non-negative
 // integer shared by the ranks of one node; nullopt means the pretend nodes of
 // VENEER_RANKS_PER_NODE, or else the real ones (the ranks with the same host
-// name). Returns nullptr on an intercommunicator or an MPI error. comm must
-// outlive the result.
-std::unique_ptr<Hierarchy> build_hierarchy(MPI_Comm comm, std::optional<int> node_key = std::nullopt);
+// name). Returns nullptr on an intercommunicator or MPI_COMM_NULL (*rc
+// MPI_ERR_COMM) or when a library call fails (*rc its code). comm must outlive
+// the result.
+std::unique_ptr<Hierarchy> build_hierarchy(MPI_Comm comm, std::optional<int> node_key = std::nullopt,
+                                           int* rc = nullptr);
 
 // The cached hierarchy of `comm`, built on first call (then collective over comm).
-// Valid until comm is freed. nullptr where build_hierarchy would return it.
-const Hierarchy* hierarchy(MPI_Comm comm);
+// Valid until comm is freed. nullptr where build_hierarchy would return it, or
+// where caching it fails (*rc as there).
+const Hierarchy* hierarchy(MPI_Comm comm, int* rc = nullptr);
 
-// Drops the cached hierarchy of comm, if any (frees its communicators).
-void forget_hierarchy(MPI_Comm comm);
+// Drops the cached hierarchy of comm, if any (frees its communicators). The
+// library's error code of looking it up or deleting it.
+int forget_hierarchy(MPI_Comm comm);
 
 // Hierarchies alive right now (cached or not), for tests of the cache's cleanup.
 int live_hierarchies();

@@ -16,6 +16,7 @@
 #include <sstream>
 
 #include "topology/machine.h"
+#include "topology/mpi_error.h"
 
 #ifndef VENEER_VERSION
 #define VENEER_VERSION "unknown"
@@ -52,7 +53,7 @@ std::string topology_digest(const Machine& m) {
   return hex(fnv1a(d));
 }
 
-std::string trim(std::string s) {
+std::string trim(const std::string& s) {
   const size_t first = s.find_first_not_of(" \t\r\n");
   if (first == std::string::npos) return "";
   const size_t last = s.find_last_not_of(" \t\r\n");
@@ -76,10 +77,11 @@ std::string cpu_model() {
 std::string library_version_text() {
   char text[MPI_MAX_LIBRARY_VERSION_STRING] = {};
   int length = 0;
-  if (PMPI_Get_library_version(text, &length) != MPI_SUCCESS) return "";
+  // An empty text makes a fingerprint no profile matches: the built-in model serves.
+  if (failed(PMPI_Get_library_version(text, &length), "MPI_Get_library_version")) return "";
   // Some libraries count the terminating NUL in `length`: stop at the first one.
   const size_t n = static_cast<size_t>(std::max(0, std::min(length, MPI_MAX_LIBRARY_VERSION_STRING)));
-  return std::string(text, strnlen(text, n));
+  return {text, strnlen(text, n)};
 }
 
 std::string transport_of(const std::string& version) {
@@ -210,7 +212,8 @@ struct Reader {
     if (!times) return fail(where + ".times", "missing"), std::nullopt;
     if (!times->is_object()) return fail(where + ".times", "expected an object"), std::nullopt;
     for (const auto& [name, t] : *times->as_object()) {
-      const std::string at = where + ".times." + name;
+      std::string at = where;
+      at.append(".times.").append(name);
       if (!t.is_object()) return fail(at, "expected an object"), std::nullopt;
       Timing timing;
       if (!number(t, "median", at, timing.median, true, true) || !number(t, "spread", at, timing.spread, false))
@@ -309,6 +312,7 @@ P2pOutcome p2p_outcome(const P2pPoint& p) {
 
 int64_t p2p_max_block(const std::vector<P2pPoint>& points, double small_loss) {
   std::vector<int64_t> blocks;
+  blocks.reserve(points.size());
   for (const P2pPoint& p : points) blocks.push_back(p.block);
   std::sort(blocks.begin(), blocks.end());
   blocks.erase(std::unique(blocks.begin(), blocks.end()), blocks.end());
@@ -397,20 +401,84 @@ json::Value to_json(const Profile& p) {
 
 std::string profile_text(const Profile& p) { return json::write(to_json(p), 1) + "\n"; }
 
+namespace {
+
+// The document is a Veneer profile of the version this Veneer reads; why not otherwise.
+std::optional<ProfileCheck> refuse_header(const json::Value& doc) {
+  const json::Value* format = doc.find("format");
+  if (!format || !format->as_string() || *format->as_string() != profile_format)
+    return refuse(ProfileStatus::corrupt, R"(not a Veneer profile ("format" is not "veneer-profile"))");
+  const json::Value* version = doc.find("version");
+  if (!version || !version->as_integer()) return refuse(ProfileStatus::corrupt, "no integer \"version\"");
+  if (*version->as_integer() != profile_version)
+    return refuse(ProfileStatus::outdated, "format version " + std::to_string(*version->as_integer()) +
+                                               ", this Veneer reads version " + std::to_string(profile_version));
+  return std::nullopt;
+}
+
+// Written on this machine, with this MPI and transport, by this Veneer; why not otherwise.
+std::optional<ProfileCheck> refuse_fingerprint(const Fingerprint& g, const Fingerprint& e) {
+  if (g == e) return std::nullopt;
+  if (g.topology == e.topology && g.cpu == e.cpu && g.mpi == e.mpi && g.transport == e.transport)
+    return refuse(ProfileStatus::outdated, "written by Veneer " + g.veneer + ", this is Veneer " + e.veneer);
+  std::string what = g.topology != e.topology ? "hwloc topology " + g.topology + " (here " + e.topology + ")"
+                     : g.cpu != e.cpu         ? "CPU \"" + g.cpu + "\" (here \"" + e.cpu + "\")"
+                     : g.mpi != e.mpi         ? "MPI \"" + g.mpi + "\" (here \"" + e.mpi + "\")"
+                                              : "transport \"" + g.transport + "\" (here \"" + e.transport + "\")";
+  return refuse(ProfileStatus::foreign, "measured with another " + what);
+}
+
+// The measurements: per-level costs, NIC streams, collective points, the p2p
+// section. False with r.error set on the first member that is wrong.
+bool read_measurements(const json::Value& doc, Reader& r, Profile& p) {
+  if (const json::Value* levels = doc.find("levels")) {
+    if (!levels->is_object()) return r.fail("levels", "expected an object");
+    if (const json::Value* intra = levels->find("intra")) {
+      p.intra = r.level(*intra, "levels.intra");
+      if (!p.intra) return false;
+    }
+    if (const json::Value* inter = levels->find("inter")) {
+      p.inter = r.level(*inter, "levels.inter");
+      if (!p.inter) return false;
+    }
+  }
+  int64_t streams = 0;
+  if (!r.integer(doc, "nic_streams", "profile", streams, false, 0, 1 << 20)) return false;
+  p.nic_streams = static_cast<int>(streams);
+  if (const json::Value* points = doc.find("collectives")) {
+    if (!points->is_array()) return r.fail("collectives", "expected an array");
+    size_t i = 0;
+    p.collectives.reserve(points->as_array()->size());
+    for (const json::Value& v : *points->as_array()) {
+      auto c = r.point(v, "collectives[" + std::to_string(i++) + "]");
+      if (!c) return false;
+      p.collectives.push_back(std::move(*c));
+    }
+  }
+  if (const json::Value* p2p = doc.find("p2p")) {
+    if (!p2p->is_object()) return r.fail("p2p", "expected an object");
+    P2pProfile section;
+    for (auto [key, into] :
+         {std::pair{"intra", &section.intra}, std::pair{"inter", &section.inter}, std::pair{"pack", &section.pack}}) {
+      const json::Value* level = p2p->find(key);
+      if (!level) continue;
+      *into = r.p2p_level(*level, std::string("p2p.") + key);
+      if (!*into) return false;
+    }
+    p.p2p = std::move(section);
+  }
+  return true;
+}
+
+}  // namespace
+
 ProfileCheck profile_from_text(std::string_view text, const Fingerprint* expected) {
   json::ParseError perr;
   auto doc = json::parse(text, &perr);
   if (!doc)
     return refuse(ProfileStatus::corrupt, "not JSON: " + perr.message + " at byte " + std::to_string(perr.offset));
   if (!doc->is_object()) return refuse(ProfileStatus::corrupt, "not a JSON object");
-  const json::Value* format = doc->find("format");
-  if (!format || !format->as_string() || *format->as_string() != profile_format)
-    return refuse(ProfileStatus::corrupt, "not a Veneer profile (\"format\" is not \"veneer-profile\")");
-  const json::Value* version = doc->find("version");
-  if (!version || !version->as_integer()) return refuse(ProfileStatus::corrupt, "no integer \"version\"");
-  if (*version->as_integer() != profile_version)
-    return refuse(ProfileStatus::outdated, "format version " + std::to_string(*version->as_integer()) +
-                                               ", this Veneer reads version " + std::to_string(profile_version));
+  if (auto refused = refuse_header(*doc)) return *refused;
   Reader r;
   Profile p;
   const json::Value* fp = doc->find("fingerprint");
@@ -423,58 +491,14 @@ ProfileCheck profile_from_text(std::string_view text, const Fingerprint* expecte
       !r.string(*doc, "created", "profile", p.created, false) ||
       !r.string(*doc, "machine", "profile", p.machine, false))
     return refuse(ProfileStatus::corrupt, r.error);
-  if (expected && !(p.fingerprint == *expected)) {
-    const Fingerprint& e = *expected;
-    const Fingerprint& g = p.fingerprint;
-    if (g.topology == e.topology && g.cpu == e.cpu && g.mpi == e.mpi && g.transport == e.transport)
-      return refuse(ProfileStatus::outdated, "written by Veneer " + g.veneer + ", this is Veneer " + e.veneer);
-    std::string what = g.topology != e.topology ? "hwloc topology " + g.topology + " (here " + e.topology + ")"
-                       : g.cpu != e.cpu         ? "CPU \"" + g.cpu + "\" (here \"" + e.cpu + "\")"
-                       : g.mpi != e.mpi         ? "MPI \"" + g.mpi + "\" (here \"" + e.mpi + "\")"
-                                                : "transport \"" + g.transport + "\" (here \"" + e.transport + "\")";
-    return refuse(ProfileStatus::foreign, "measured with another " + what);
-  }
+  if (expected)
+    if (auto refused = refuse_fingerprint(p.fingerprint, *expected)) return *refused;
   if (const json::Value* cal = doc->find("calibration")) p.calibration = *cal;
-  if (const json::Value* levels = doc->find("levels")) {
-    if (!levels->is_object()) return refuse(ProfileStatus::corrupt, "levels: expected an object");
-    if (const json::Value* intra = levels->find("intra")) {
-      p.intra = r.level(*intra, "levels.intra");
-      if (!p.intra) return refuse(ProfileStatus::corrupt, r.error);
-    }
-    if (const json::Value* inter = levels->find("inter")) {
-      p.inter = r.level(*inter, "levels.inter");
-      if (!p.inter) return refuse(ProfileStatus::corrupt, r.error);
-    }
-  }
-  int64_t streams = 0;
-  if (!r.integer(*doc, "nic_streams", "profile", streams, false, 0, 1 << 20))
-    return refuse(ProfileStatus::corrupt, r.error);
-  p.nic_streams = static_cast<int>(streams);
-  if (const json::Value* points = doc->find("collectives")) {
-    if (!points->is_array()) return refuse(ProfileStatus::corrupt, "collectives: expected an array");
-    size_t i = 0;
-    for (const json::Value& v : *points->as_array()) {
-      auto c = r.point(v, "collectives[" + std::to_string(i++) + "]");
-      if (!c) return refuse(ProfileStatus::corrupt, r.error);
-      p.collectives.push_back(std::move(*c));
-    }
-  }
-  if (const json::Value* p2p = doc->find("p2p")) {
-    if (!p2p->is_object()) return refuse(ProfileStatus::corrupt, "p2p: expected an object");
-    P2pProfile section;
-    for (auto [key, into] :
-         {std::pair{"intra", &section.intra}, std::pair{"inter", &section.inter}, std::pair{"pack", &section.pack}}) {
-      const json::Value* level = p2p->find(key);
-      if (!level) continue;
-      *into = r.p2p_level(*level, std::string("p2p.") + key);
-      if (!*into) return refuse(ProfileStatus::corrupt, r.error);
-    }
-    p.p2p = std::move(section);
-  }
+  if (!read_measurements(*doc, r, p)) return refuse(ProfileStatus::corrupt, r.error);
   ProfileCheck ok;
   ok.status = ProfileStatus::loaded;
-  ok.why = "fingerprint " + p.fingerprint.digest() + ", " + std::to_string(p.collectives.size()) + " measured points" +
-           (p.created.empty() ? "" : ", created " + p.created);
+  ok.why = "fingerprint " + p.fingerprint.digest() + ", " + std::to_string(p.collectives.size()) + " measured points";
+  if (!p.created.empty()) ok.why += ", created " + p.created;
   ok.profile = std::move(p);
   return ok;
 }

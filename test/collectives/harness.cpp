@@ -7,6 +7,8 @@
 #include <cstring>
 #include <set>
 
+#include "datatypes/cache.h"
+
 namespace veneer::test {
 
 int world_rank() {
@@ -201,12 +203,23 @@ MPI_Op affine_op() {
   return op;
 }
 
+void commit(MPI_Datatype* type) {
+  static const bool ready = [] {
+    datatypes::cache_init();
+    return true;
+  }();
+  (void)ready;
+  ASSERT_EQ(PMPI_Type_commit(type), MPI_SUCCESS);
+  datatypes::note_committed(*type);
+  ASSERT_NE(datatypes::lookup(*type), nullptr) << "Veneer cannot describe a type under test";
+}
+
 std::vector<TypeCase> reduction_cases() {
   if (g_affine_dense == MPI_DATATYPE_NULL) {
     PMPI_Type_contiguous(2, MPI_UNSIGNED, &g_affine_dense);
-    PMPI_Type_commit(&g_affine_dense);
+    commit(&g_affine_dense);
     PMPI_Type_vector(2, 1, 2, MPI_UNSIGNED, &g_affine_gapped);
-    PMPI_Type_commit(&g_affine_gapped);
+    commit(&g_affine_gapped);
   }
   const OpCase sum{"SUM", MPI_SUM, Values::any}, prod{"PROD", MPI_PROD, Values::near_one},
       max{"MAX", MPI_MAX, Values::small}, min{"MIN", MPI_MIN, Values::small}, land{"LAND", MPI_LAND, Values::logical},

@@ -35,6 +35,11 @@ struct Layout {
 };
 std::vector<Layout> layouts();
 
+// Commits `type` the way an application under Veneer does: with the library,
+// and noted in Veneer's type cache as the interposer's MPI_Type_commit notes
+// it, so that the collectives describe it (and pack it) with Veneer's layout.
+void commit(MPI_Datatype* type);
+
 // The element types under test and how to fill and compare them.
 enum class Kind { integer, floating, pair, affine };
 

@@ -6,6 +6,7 @@
 #include <mpi.h>
 
 #include <cstdlib>
+#include <optional>
 
 #include "test/collectives/harness.h"
 #include "topology/hierarchy.h"
@@ -211,10 +212,46 @@ TEST(Topology, NoHierarchyForIntercommunicators) {
   MPI_Comm half, inter;
   PMPI_Comm_split(MPI_COMM_WORLD, rank % 2, rank, &half);
   PMPI_Intercomm_create(half, 0, MPI_COMM_WORLD, rank % 2 ? 0 : 1, 99, &inter);
-  EXPECT_EQ(topology::build_hierarchy(inter), nullptr);
-  EXPECT_EQ(topology::hierarchy(inter), nullptr);
+  int rc = MPI_SUCCESS;
+  EXPECT_EQ(topology::build_hierarchy(inter, std::nullopt, &rc), nullptr);
+  EXPECT_EQ(rc, MPI_ERR_COMM);
+  rc = MPI_SUCCESS;
+  EXPECT_EQ(topology::hierarchy(inter, &rc), nullptr);
+  EXPECT_EQ(rc, MPI_ERR_COMM);
   PMPI_Comm_free(&inter);
   PMPI_Comm_free(&half);
+}
+
+// topology/mpi_error.h: the MPI error code comes back beside every result.
+TEST(Topology, ErrorCodesComeBackBesideTheResults) {
+  int rc = MPI_SUCCESS;
+  EXPECT_EQ(topology::hierarchy(MPI_COMM_NULL, &rc), nullptr);
+  EXPECT_EQ(rc, MPI_ERR_COMM);
+  MPI_Comm dup;
+  PMPI_Comm_dup(MPI_COMM_WORLD, &dup);
+  rc = MPI_ERR_OTHER;
+  const Hierarchy* h = topology::hierarchy(dup, &rc);
+  ASSERT_NE(h, nullptr);
+  EXPECT_EQ(rc, MPI_SUCCESS);
+  for (int round = 0; round < 2; ++round) {  // made, then cached: the same code both times
+    rc = MPI_ERR_OTHER;
+    EXPECT_NE(h->comm(&rc), MPI_COMM_NULL);
+    EXPECT_EQ(rc, MPI_SUCCESS);
+    rc = MPI_ERR_OTHER;
+    EXPECT_NE(h->node_comm(&rc), MPI_COMM_NULL);
+    EXPECT_EQ(rc, MPI_SUCCESS);
+    rc = MPI_ERR_OTHER;
+    // Not a leader: no communicator, and no error either.
+    EXPECT_EQ(h->leaders(&rc) != MPI_COMM_NULL, h->node_rank == 0);
+    EXPECT_EQ(rc, MPI_SUCCESS);
+    rc = MPI_ERR_OTHER;
+    EXPECT_NE(h->lanes(&rc), MPI_COMM_NULL);
+    EXPECT_EQ(rc, MPI_SUCCESS);
+  }
+  EXPECT_EQ(topology::forget_hierarchy(dup), MPI_SUCCESS);
+  EXPECT_EQ(topology::forget_hierarchy(dup), MPI_SUCCESS);  // nothing cached any more
+  EXPECT_EQ(topology::forget_hierarchy(MPI_COMM_NULL), MPI_SUCCESS);
+  PMPI_Comm_free(&dup);
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include <random>
 
 #include "datatypes/pack.h"
+#include "support/address.h"
 
 namespace veneer::test {
 
@@ -237,6 +238,13 @@ bool EmulatedRuntime::download(void* host, const void* dev, size_t bytes) {
   return true;
 }
 
+namespace {
+// A step the emulated GPU refuses at once (invalid arguments, as CUDA would).
+kernels::DeviceStatus refused(const char* step) {
+  return kernels::DeviceStatus::failure(step, -1, "emulatorRefused", "invalid argument for the emulated GPU");
+}
+}  // namespace
+
 // ---- devices ----
 
 int EmulatedRuntime::current_device() {
@@ -246,11 +254,11 @@ int EmulatedRuntime::current_device() {
   return it->second;
 }
 
-bool EmulatedRuntime::set_device(int device) {
-  if (device < 0 || device >= device_count_.load()) return false;
+kernels::DeviceStatus EmulatedRuntime::set_device(int device) {
+  if (device < 0 || device >= device_count_.load()) return refused("set_device");
   std::lock_guard lock(streams_mutex_);
   current_device_[std::this_thread::get_id()] = device;
-  return true;
+  return {};
 }
 
 void EmulatedRuntime::set_device_count(int n) { device_count_.store(std::max(1, n)); }
@@ -302,13 +310,13 @@ void EmulatedRuntime::serve(Stream* s) {
   }
 }
 
-bool EmulatedRuntime::enqueue(Stream* s, std::function<bool()> step) {
-  if (!s) return false;
+kernels::DeviceStatus EmulatedRuntime::enqueue(Stream* s, std::function<bool()> step) {
+  if (!s) return refused("enqueue (no stream)");
   std::lock_guard lock(s->mutex);
   s->queue.push_back(std::move(step));
   ++s->queued;
   s->changed.notify_all();
-  return true;
+  return {};
 }
 
 kernels::DeviceEvent EmulatedRuntime::create_event() {
@@ -325,10 +333,10 @@ void EmulatedRuntime::destroy_event(kernels::DeviceEvent event) {
   if (events_.erase(static_cast<Event*>(event))) counters_->events.fetch_sub(1);
 }
 
-bool EmulatedRuntime::record(kernels::DeviceEvent event, kernels::DeviceStream stream) {
+kernels::DeviceStatus EmulatedRuntime::record(kernels::DeviceEvent event, kernels::DeviceStream stream) {
   Stream* s = to_stream(stream);
   auto* e = static_cast<Event*>(event);
-  if (!s || !e) return false;
+  if (!s || !e) return refused("record");
   uint64_t seq = 0;
   {
     std::lock_guard lock(s->mutex);
@@ -337,13 +345,13 @@ bool EmulatedRuntime::record(kernels::DeviceEvent event, kernels::DeviceStream s
   std::lock_guard lock(e->mutex);
   e->stream = s;
   e->seq = seq;
-  return true;
+  return {};
 }
 
-bool EmulatedRuntime::wait(kernels::DeviceStream stream, kernels::DeviceEvent event) {
+kernels::DeviceStatus EmulatedRuntime::wait(kernels::DeviceStream stream, kernels::DeviceEvent event) {
   Stream* s = to_stream(stream);
   auto* e = static_cast<Event*>(event);
-  if (!s || !e) return false;
+  if (!s || !e) return refused("wait");
   Stream* target = nullptr;
   uint64_t seq = 0;
   {
@@ -352,7 +360,7 @@ bool EmulatedRuntime::wait(kernels::DeviceStream stream, kernels::DeviceEvent ev
     target = e->stream;
     seq = e->seq;
   }
-  if (!target) return true;  // never recorded: nothing to wait for
+  if (!target) return {};  // never recorded: nothing to wait for
   return enqueue(s, [target, seq] {
     std::unique_lock lock(target->mutex);
     target->changed.wait(lock, [&] { return target->done >= seq; });
@@ -361,22 +369,25 @@ bool EmulatedRuntime::wait(kernels::DeviceStream stream, kernels::DeviceEvent ev
   });
 }
 
-bool EmulatedRuntime::synchronize(kernels::DeviceStream stream) {
+kernels::DeviceStatus EmulatedRuntime::synchronize(kernels::DeviceStream stream) {
   Stream* s = to_stream(stream);
-  if (!s) return false;
+  if (!s) return refused("synchronize");
   std::unique_lock lock(s->mutex);
   s->changed.wait(lock, [s] { return s->done == s->queued; });
   const bool ok = s->failed.empty();
   s->failed.clear();
-  return ok;
+  if (!ok)
+    return kernels::DeviceStatus::failure("synchronize", -1, "emulatorFault", "a queued step faulted or was refused");
+  return {};
 }
 
 // ---- work ----
 
-bool EmulatedRuntime::kernel(bool pack, const kernels::DevicePacker& packer, int64_t count, uintptr_t buf, int64_t skip,
-                             int64_t max_bytes, uintptr_t packed, Stream* s) {
+kernels::DeviceStatus EmulatedRuntime::kernel(bool pack, const kernels::DevicePacker& packer, int64_t count,
+                                              uintptr_t buf, int64_t skip, int64_t max_bytes, uintptr_t packed,
+                                              Stream* s) {
   const auto* p = dynamic_cast<const Packer*>(&packer);
-  if (!s || !p || count < 0 || skip < 0 || max_bytes < 0) return false;
+  if (!s || !p || count < 0 || skip < 0 || max_bytes < 0) return refused(pack ? "pack" : "unpack");
   std::shared_ptr<const datatypes::Layout> layout = p->layout;
   const int packer_device = p->device();
   return enqueue(s, [this, pack, layout, packer_device, count, buf, skip, max_bytes, packed, s] {
@@ -401,7 +412,7 @@ bool EmulatedRuntime::kernel(bool pack, const kernels::DevicePacker& packer, int
       return true;
     }
     // The layout's offsets are relative to `buf`: the same base, in the GPU's view.
-    void* base = reinterpret_cast<void*>(reinterpret_cast<uintptr_t>(user.view) - static_cast<uintptr_t>(lo));
+    void* base = address::at(static_cast<void*>(user.view), -lo);
     const int64_t moved = pack ? datatypes::pack(l, count, base, skip, max_bytes, stream_bytes.view)
                                : datatypes::unpack(l, count, base, skip, max_bytes, stream_bytes.view);
     (pack ? counters_->packs : counters_->unpacks).fetch_add(1);
@@ -410,19 +421,20 @@ bool EmulatedRuntime::kernel(bool pack, const kernels::DevicePacker& packer, int
   });
 }
 
-bool EmulatedRuntime::pack(const kernels::DevicePacker& packer, int64_t count, const void* buf, int64_t skip,
-                           int64_t max_bytes, void* out, kernels::DeviceStream stream) {
+kernels::DeviceStatus EmulatedRuntime::pack(const kernels::DevicePacker& packer, int64_t count, const void* buf,
+                                            int64_t skip, int64_t max_bytes, void* out, kernels::DeviceStream stream) {
   return kernel(true, packer, count, reinterpret_cast<uintptr_t>(buf), skip, max_bytes,
                 reinterpret_cast<uintptr_t>(out), to_stream(stream));
 }
 
-bool EmulatedRuntime::unpack(const kernels::DevicePacker& packer, int64_t count, void* buf, int64_t skip,
-                             int64_t max_bytes, const void* in, kernels::DeviceStream stream) {
+kernels::DeviceStatus EmulatedRuntime::unpack(const kernels::DevicePacker& packer, int64_t count, void* buf,
+                                              int64_t skip, int64_t max_bytes, const void* in,
+                                              kernels::DeviceStream stream) {
   return kernel(false, packer, count, reinterpret_cast<uintptr_t>(buf), skip, max_bytes,
                 reinterpret_cast<uintptr_t>(in), to_stream(stream));
 }
 
-bool EmulatedRuntime::copy(void* dst, const void* src, size_t bytes, kernels::DeviceStream stream) {
+kernels::DeviceStatus EmulatedRuntime::copy(void* dst, const void* src, size_t bytes, kernels::DeviceStream stream) {
   const uintptr_t to = reinterpret_cast<uintptr_t>(dst), from = reinterpret_cast<uintptr_t>(src);
   return enqueue(to_stream(stream), [this, to, from, bytes] {
     std::shared_lock lock(allocations_mutex_);
@@ -440,10 +452,10 @@ bool EmulatedRuntime::copy(void* dst, const void* src, size_t bytes, kernels::De
 
 // One step, like cudaMemcpy2DAsync: each side's rows must lie in one
 // allocation (or in pageable host memory).
-bool EmulatedRuntime::copy_2d(void* dst, size_t dst_pitch, const void* src, size_t src_pitch, size_t width,
-                              size_t height, kernels::DeviceStream stream) {
+kernels::DeviceStatus EmulatedRuntime::copy_2d(void* dst, size_t dst_pitch, const void* src, size_t src_pitch,
+                                               size_t width, size_t height, kernels::DeviceStream stream) {
   const uintptr_t to = reinterpret_cast<uintptr_t>(dst), from = reinterpret_cast<uintptr_t>(src);
-  if (height > 0 && (width > dst_pitch || width > src_pitch)) return false;
+  if (height > 0 && (width > dst_pitch || width > src_pitch)) return refused("copy_2d");
   return enqueue(to_stream(stream), [this, to, from, dst_pitch, src_pitch, width, height] {
     if (width == 0 || height == 0) return true;
     std::shared_lock lock(allocations_mutex_);
@@ -461,12 +473,13 @@ bool EmulatedRuntime::copy_2d(void* dst, size_t dst_pitch, const void* src, size
   });
 }
 
-bool EmulatedRuntime::reduce(kernels::ReduceOp op, kernels::ReduceType type, void* inout, const void* in, int64_t count,
-                             kernels::DeviceStream stream) {
+kernels::DeviceStatus EmulatedRuntime::reduce(kernels::ReduceOp op, kernels::ReduceType type, void* inout,
+                                              const void* in, int64_t count, kernels::DeviceStream stream) {
   const size_t size = kernels::reduce_type_size(type);
   const uintptr_t io = reinterpret_cast<uintptr_t>(inout), src = reinterpret_cast<uintptr_t>(in);
   // Refused at launch, as the CUDA launcher refuses them: nothing is queued.
-  if (count < 0 || size == 0 || !kernels::reduce_supported(op, type) || io % size != 0 || src % size != 0) return false;
+  if (count < 0 || size == 0 || !kernels::reduce_supported(op, type) || io % size != 0 || src % size != 0)
+    return refused("reduce");
   Stream* s = to_stream(stream);
   return enqueue(s, [this, op, type, io, src, count, size, s] {
     const int64_t bytes = count * static_cast<int64_t>(size);

@@ -72,7 +72,7 @@ class EmulatedRuntime final : public kernels::DeviceRuntime {
   const char* name() const override { return "emulator"; }
   kernels::MemoryKind kind(const void* p, int* device) override;
   int current_device() override;
-  bool set_device(int device) override;
+  kernels::DeviceStatus set_device(int device) override;
   std::unique_ptr<kernels::DevicePacker> make_packer(const datatypes::Layout& layout) override;
   void* alloc_host(size_t bytes) override;
   void free_host(void* p) override;
@@ -81,20 +81,20 @@ class EmulatedRuntime final : public kernels::DeviceRuntime {
   kernels::DeviceStream stream(int which) override;
   kernels::DeviceEvent create_event() override;
   void destroy_event(kernels::DeviceEvent event) override;
-  bool record(kernels::DeviceEvent event, kernels::DeviceStream stream) override;
-  bool wait(kernels::DeviceStream stream, kernels::DeviceEvent event) override;
-  bool synchronize(kernels::DeviceStream stream) override;
-  bool pack(const kernels::DevicePacker& packer, int64_t count, const void* buf, int64_t skip, int64_t max_bytes,
-            void* out, kernels::DeviceStream stream) override;
-  bool unpack(const kernels::DevicePacker& packer, int64_t count, void* buf, int64_t skip, int64_t max_bytes,
-              const void* in, kernels::DeviceStream stream) override;
-  bool copy(void* dst, const void* src, size_t bytes, kernels::DeviceStream stream) override;
-  bool copy_2d(void* dst, size_t dst_pitch, const void* src, size_t src_pitch, size_t width, size_t height,
-               kernels::DeviceStream stream) override;
+  kernels::DeviceStatus record(kernels::DeviceEvent event, kernels::DeviceStream stream) override;
+  kernels::DeviceStatus wait(kernels::DeviceStream stream, kernels::DeviceEvent event) override;
+  kernels::DeviceStatus synchronize(kernels::DeviceStream stream) override;
+  kernels::DeviceStatus pack(const kernels::DevicePacker& packer, int64_t count, const void* buf, int64_t skip,
+                             int64_t max_bytes, void* out, kernels::DeviceStream stream) override;
+  kernels::DeviceStatus unpack(const kernels::DevicePacker& packer, int64_t count, void* buf, int64_t skip,
+                               int64_t max_bytes, const void* in, kernels::DeviceStream stream) override;
+  kernels::DeviceStatus copy(void* dst, const void* src, size_t bytes, kernels::DeviceStream stream) override;
+  kernels::DeviceStatus copy_2d(void* dst, size_t dst_pitch, const void* src, size_t src_pitch, size_t width,
+                                size_t height, kernels::DeviceStream stream) override;
   // kernels::reduce_elements() on the GPU's view, as one step; refuses
   // pageable host memory, another device's memory and misaligned pointers.
-  bool reduce(kernels::ReduceOp op, kernels::ReduceType type, void* inout, const void* in, int64_t count,
-              kernels::DeviceStream stream) override;
+  kernels::DeviceStatus reduce(kernels::ReduceOp op, kernels::ReduceType type, void* inout, const void* in,
+                               int64_t count, kernels::DeviceStream stream) override;
 
   // The tests' side door.
   void* device_alloc(size_t bytes) { return alloc_device(bytes); }
@@ -141,10 +141,11 @@ class EmulatedRuntime final : public kernels::DeviceRuntime {
   // touches no allocation (when host memory is allowed).
   Resolved resolve(uintptr_t p, int64_t lo, int64_t bytes) const;
   Stream* to_stream(kernels::DeviceStream s) const;
-  bool enqueue(Stream* s, std::function<bool()> step);
+  // A failed status (nothing queued) without a stream.
+  kernels::DeviceStatus enqueue(Stream* s, std::function<bool()> step);
   void serve(Stream* s);
-  bool kernel(bool pack, const kernels::DevicePacker& packer, int64_t count, uintptr_t buf, int64_t skip,
-              int64_t max_bytes, uintptr_t packed, Stream* s);
+  kernels::DeviceStatus kernel(bool pack, const kernels::DevicePacker& packer, int64_t count, uintptr_t buf,
+                               int64_t skip, int64_t max_bytes, uintptr_t packed, Stream* s);
 
   const bool host_accessible_;
   std::atomic<int> device_count_;

@@ -569,6 +569,29 @@ TEST_F(DeviceTransfer, OneshotIntoPageableMemoryFails) {
   rt.device_free(dev);
 }
 
+// A failed transfer says which step failed, and the failure is logged with
+// its cause where it happened (kernels/device_status.h), before the caller
+// turns it into an MPI error.
+TEST_F(DeviceTransfer, AFailureCarriesAndLogsItsCause) {
+  const Layout l = veneer::test::make_layout(veneer::test::leaf(0, {{10, 32}}, 16));
+  char* dev = static_cast<char*>(rt.device_alloc(320));
+  std::unique_ptr<vk::DevicePacker> packer = rt.make_packer(l);
+  std::vector<char> pageable(160);
+  testing::internal::CaptureStderr();
+  const vk::DeviceStatus status =
+      vk::pack_from_device(rt, *packer, l, 1, dev, 0, 160, pageable.data(), DeviceMethod::oneshot);
+  const std::string logged = testing::internal::GetCapturedStderr();
+  EXPECT_FALSE(status.ok());
+  EXPECT_STREQ(status.step(), "synchronize");  // the kernel faulted on the stream
+  EXPECT_STREQ(status.name(), "emulatorFault");
+  EXPECT_NE(logged.find("device: synchronize failed: emulatorFault"), std::string::npos) << logged;
+  const vk::DeviceStatus fine =
+      vk::pack_from_device(rt, *packer, l, 1, dev, 0, 0, pageable.data(), DeviceMethod::oneshot);
+  EXPECT_TRUE(fine.ok());  // nothing to move
+  EXPECT_STREQ(fine.name(), "success");
+  rt.device_free(dev);
+}
+
 TEST_F(DeviceTransfer, ChunkSizesAndWindows) {
   std::mt19937_64 rng(99);
   // Mixed blocks with a negative stride, 3 instances: 3 * 40 * 29 bytes.

@@ -1,16 +1,16 @@
 #!/bin/bash
 # Checks the tracked C/C++/CUDA sources against the repository's .clang-format
-# (clang-format 14), or applies it; optionally runs clang-tidy (the checks in
-# .clang-tidy) over the library sources of a build that exported
-# compile_commands.json. See test/style/README.md.
+# (clang-format 14), or applies it; --tidy runs test/style/check_tidy.sh (the
+# checks in .clang-tidy over the library sources of a build that exported
+# compile_commands.json). See test/style/README.md.
 #
 #   test/style/check_format.sh                  # check: exit 1 if any file would change
 #   test/style/check_format.sh --fix            # reformat the files in place
-#   test/style/check_format.sh --tidy BUILD_DIR # clang-tidy over the library: exit 1 on any finding
+#   test/style/check_format.sh --tidy BUILD_DIR # runs test/style/check_tidy.sh BUILD_DIR
 #   test/style/check_format.sh [...] -- FILE... # only these files
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
-cd "$root"
+cd "$root" || exit 2
 
 usage() { sed -n '2,10s/^# \{0,1\}//p' "$0"; }
 
@@ -45,37 +45,10 @@ tracked_sources() {  # the C/C++/CUDA files under version control (or, outside g
   fi
 }
 
+# The lint check has its own script; --tidy is kept as a way to call it.
 if [ "$mode" = tidy ]; then
-  tidy=$(pick CLANG_TIDY clang-tidy)
-  command -v "$tidy" >/dev/null 2>&1 || { echo "check_format.sh: $tidy not found (apt-get install clang-tidy)" >&2; exit 2; }
-  db="$build/compile_commands.json"
-  [ -f "$db" ] || { echo "check_format.sh: no $db (configure with -DCMAKE_EXPORT_COMPILE_COMMANDS=ON)" >&2; exit 2; }
-  db_dir=$(cd "$build" && pwd)
-  if [ ${#files[@]} -eq 0 ]; then
-    # The library's own sources, as far as this build compiles them (the CUDA
-    # kernels themselves, *.cu, are left to nvcc).
-    while IFS= read -r f; do
-      grep -qF "\"$root/$f\"" "$db" && files+=("$f")
-    done < <(tracked_sources | grep -E '^(interposer|datatypes|topology|algorithms|support)/[^/]*\.cpp$|^kernels/[^/]*\.cpp$')
-  fi
-  [ ${#files[@]} -gt 0 ] || { echo "check_format.sh: no library sources in $db" >&2; exit 2; }
-  jobs=${VENEER_JOBS:-2}
-  echo "== clang-tidy ($("$tidy" --version | grep -o 'version [0-9.]*')) over ${#files[@]} files, $jobs at a time"
-  out=$(mktemp)
-  trap 'rm -f "$out"' EXIT
-  start=$(date +%s)
-  printf '%s\n' "${files[@]}" |
-    xargs -P "$jobs" -I{} sh -c '"$1" -p "$2" --quiet "$3" 2>/dev/null' sh "$tidy" "$db_dir" {} >"$out"
-  # A header's finding is printed once per file that includes it: count each once.
-  findings=$(grep -E '^/.*: (warning|error): ' "$out" | sort -u)
-  if [ -z "$findings" ]; then
-    echo "== clang-tidy: clean ($(($(date +%s) - start)) s)"
-    exit 0
-  fi
-  grep -vE '^[0-9]+ warnings? generated' "$out" | awk '!seen[$0]++ || !/^\//'
-  echo "== clang-tidy: $(echo "$findings" | wc -l) findings ($(($(date +%s) - start)) s), by check:"
-  echo "$findings" | grep -oE '\[[A-Za-z0-9.,-]+\]$' | sort | uniq -c | sort -rn
-  exit 1
+  if [ ${#files[@]} -gt 0 ]; then exec test/style/check_tidy.sh "$build" -- "${files[@]}"; fi
+  exec test/style/check_tidy.sh "$build"
 fi
 
 format=$(pick CLANG_FORMAT clang-format)

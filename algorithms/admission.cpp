@@ -1,0 +1,158 @@
+// Admission: the (op, type) pairs MPI defines for its predefined ops, the
+// limits Veneer takes calls within, and the Shape of an admitted call.
+#include "algorithms/admission.h"
+
+#include <climits>
+
+#include "algorithms/buffers.h"
+#include "datatypes/decode.h"
+
+namespace veneer::algorithms {
+namespace {
+
+// ---- Which (op, type) pairs MPI defines for the predefined ops --------------
+
+enum class TypeClass { none, integer, floating, logical, complex, byte, pair };
+
+TypeClass type_class(MPI_Datatype t) {
+  const MPI_Datatype integers[] = {MPI_INT,         MPI_LONG,          MPI_SHORT,     MPI_UNSIGNED_SHORT,
+                                   MPI_UNSIGNED,    MPI_UNSIGNED_LONG, MPI_LONG_LONG, MPI_UNSIGNED_LONG_LONG,
+                                   MPI_SIGNED_CHAR, MPI_UNSIGNED_CHAR, MPI_INT8_T,    MPI_INT16_T,
+                                   MPI_INT32_T,     MPI_INT64_T,       MPI_UINT8_T,   MPI_UINT16_T,
+                                   MPI_UINT32_T,    MPI_UINT64_T,      MPI_AINT,      MPI_OFFSET,
+                                   MPI_COUNT};
+  for (MPI_Datatype x : integers)
+    if (t == x) return TypeClass::integer;
+  if (t == MPI_FLOAT || t == MPI_DOUBLE || t == MPI_LONG_DOUBLE) return TypeClass::floating;
+  if (t == MPI_C_BOOL) return TypeClass::logical;
+  if (t == MPI_C_FLOAT_COMPLEX || t == MPI_C_DOUBLE_COMPLEX || t == MPI_C_LONG_DOUBLE_COMPLEX)
+    return TypeClass::complex;
+  if (t == MPI_BYTE) return TypeClass::byte;
+  if (t == MPI_FLOAT_INT || t == MPI_DOUBLE_INT || t == MPI_LONG_INT || t == MPI_2INT || t == MPI_SHORT_INT ||
+      t == MPI_LONG_DOUBLE_INT)
+    return TypeClass::pair;
+  // Fortran's named types (reductions combine with PMPI_Reduce_local, which knows them).
+  if (t == MPI_DATATYPE_NULL) return TypeClass::none;  // an optional type the library lacks is null
+  if (t == MPI_INTEGER || t == MPI_INTEGER1 || t == MPI_INTEGER2 || t == MPI_INTEGER4 || t == MPI_INTEGER8)
+    return TypeClass::integer;
+  if (t == MPI_REAL || t == MPI_DOUBLE_PRECISION || t == MPI_REAL4 || t == MPI_REAL8) return TypeClass::floating;
+  if (t == MPI_LOGICAL) return TypeClass::logical;
+  if (t == MPI_COMPLEX || t == MPI_DOUBLE_COMPLEX) return TypeClass::complex;
+  if (t == MPI_2INTEGER || t == MPI_2REAL || t == MPI_2DOUBLE_PRECISION) return TypeClass::pair;
+  return TypeClass::none;  // MPI_CHAR, MPI_CHARACTER, ...: left to the library
+}
+
+// nullopt: not a predefined op; else whether it is defined on types of class k.
+std::optional<bool> predefined_op_accepts(MPI_Op op, TypeClass k) {
+  using K = TypeClass;
+  if (op == MPI_MAX || op == MPI_MIN) return k == K::integer || k == K::floating;
+  if (op == MPI_SUM || op == MPI_PROD) return k == K::integer || k == K::floating || k == K::complex;
+  if (op == MPI_LAND || op == MPI_LOR || op == MPI_LXOR) return k == K::integer || k == K::logical;
+  if (op == MPI_BAND || op == MPI_BOR || op == MPI_BXOR) return k == K::integer || k == K::byte;
+  if (op == MPI_MAXLOC || op == MPI_MINLOC) return k == K::pair;
+  if (op == MPI_REPLACE || op == MPI_NO_OP) return false;
+  return std::nullopt;
+}
+
+}  // namespace
+
+bool is_reduction(Collective c) {
+  return c == Collective::allreduce || c == Collective::reduce || c == Collective::reduce_scatter ||
+         c == Collective::reduce_scatter_block;
+}
+
+std::optional<Shape> admit(const Call& c, int p, std::string* why) {
+  auto refuse = [&](const char* reason) -> std::optional<Shape> {
+    if (why) *why = reason;
+    return std::nullopt;
+  };
+  Shape out;
+  out.collective = c.collective;
+  out.ranks = p;
+  if (is_reduction(c.collective)) {
+    // The algorithms allocate, copy and combine by Veneer's layout of the type
+    // (the same type on every rank: MPI requires it of reductions).
+    auto t = ElementType::of(c.type);
+    if (!t) return refuse("type without a layout, size or extent");
+    int64_t total = 0;
+    switch (c.collective) {
+      case Collective::reduce_scatter:
+        if (!c.rcounts) return refuse("no receive counts");
+        for (int i = 0; i < p; ++i) {
+          if (c.rcounts[i] < 0) return refuse("negative count");
+          total += c.rcounts[i];
+        }
+        break;
+      case Collective::reduce_scatter_block: total = static_cast<int64_t>(c.count) * p; break;
+      default: total = c.count;
+    }
+    if (c.count < 0) return refuse("negative count");
+    // Whole vectors travel in one message, with an int count.
+    if (total > INT_MAX) return refuse("more than INT_MAX elements");
+    if (auto accepts = predefined_op_accepts(c.op, type_class(c.type))) {
+      if (!t->named) return refuse("predefined op on a derived type");
+      if (!*accepts) return refuse("op not defined on this type");
+    } else {
+      int commutative = 1;
+      if (c.op == MPI_OP_NULL || PMPI_Op_commutative(c.op, &commutative) != MPI_SUCCESS) return refuse("bad op");
+      out.predefined_op = false;
+      out.commutative = commutative != 0;
+    }
+    if (c.collective == Collective::reduce && (c.root < 0 || c.root >= p)) return refuse("bad root");
+    out.predefined_type = t->named;
+    out.count = total;
+    out.bytes = total * t->size();
+    // For Reduce, MPI_IN_PLACE is the root's alone: not a shared argument.
+    out.in_place = c.collective != Collective::reduce && c.sbuf == MPI_IN_PLACE;
+    return out;
+  }
+  // Bcast, Allgather and Alltoall move bytes: only the size of the (receive)
+  // type matters here, as the type handles may differ between ranks.
+  auto block = type_bytes(c.count, c.type);
+  if (!block) return refuse("bad count or type");
+  switch (c.collective) {
+    case Collective::bcast: out.bytes = *block; break;
+    case Collective::allgather:
+    case Collective::alltoall:
+      out.bytes = *block * p;
+      out.in_place = c.sbuf == MPI_IN_PLACE;
+      break;
+    default: return refuse("unknown collective");
+  }
+  if (out.bytes > INT_MAX) return refuse("more than INT_MAX bytes");
+  if (c.collective == Collective::bcast && (c.root < 0 || c.root >= p)) return refuse("bad root");
+  out.count = out.bytes;
+  return out;
+}
+
+void place(Shape& s, const Hierarchy& h) {
+  s.ranks = h.size;
+  s.nodes = h.node_count;
+  s.min_ranks_per_node = h.min_ranks_per_node;
+  s.max_ranks_per_node = h.max_ranks_per_node;
+  s.equal_ranks_per_node = h.equal_ranks_per_node;
+  s.node_consecutive = h.node_consecutive;
+  s.oversubscribed = h.oversubscribed;
+}
+
+Shape shape_of(Collective c, int64_t bytes, const Hierarchy& h) {
+  Shape s;
+  s.collective = c;
+  s.bytes = bytes;
+  s.count = bytes;
+  place(s, h);
+  return s;
+}
+
+bool rememberable(const Call& c) {
+  if (c.collective == Collective::reduce_scatter) return false;
+  if (is_reduction(c.collective) && !predefined_op_accepts(c.op, TypeClass::none)) return false;
+  for (MPI_Datatype t : {c.type, c.stype}) {
+    if (t == MPI_DATATYPE_NULL) continue;
+    auto combiner = datatypes::combiner_of(t);
+    if (!combiner || *combiner != MPI_COMBINER_NAMED) return false;
+  }
+  return true;
+}
+
+}  // namespace veneer::algorithms

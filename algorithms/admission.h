@@ -1,0 +1,30 @@
+#pragma once
+// Admission: whether Veneer may take a call at all, decided only from
+// arguments MPI requires to be identical on every rank, and the Shape the
+// selector sees (the call's part from its arguments, the communicator's part
+// from its hierarchy).
+#include <mpi.h>
+
+#include <optional>
+#include <string>
+
+#include "algorithms/algorithm.h"
+#include "algorithms/collectives.h"
+
+namespace veneer::algorithms {
+
+bool is_reduction(Collective c);
+
+// The call's part of its Shape (collective, bytes, count, the op's and type's
+// properties, in place) on a communicator of `ranks` ranks; nullopt, with
+// `why`, when Veneer does not take such a call.
+std::optional<Shape> admit(const Call& c, int ranks, std::string* why = nullptr);
+// Adds the communicator's part (ranks, nodes, ranks per node, ...) from its hierarchy.
+void place(Shape& s, const Hierarchy& h);
+
+// Whether a decision about `c` may be remembered (decisions.h): its handles
+// cannot change meaning unnoticed, and reduce_scatter's counts array is not
+// part of the key.
+bool rememberable(const Call& c);
+
+}  // namespace veneer::algorithms
