@@ -8,6 +8,7 @@
 #include "algorithms/collectives.h"
 #include "support/config.h"
 #include "support/log.h"
+#include "topology/peer_level.h"
 
 namespace veneer::algorithms {
 namespace {
@@ -167,6 +168,28 @@ CostModel cost_model_from_profile(const topology::Profile& p) {
   return m;
 }
 
+SendRules send_rules_from_profile(const topology::Profile& p) {
+  SendRules rules;
+  if (!p.p2p) return rules;
+  auto table = [](const topology::P2pLevel& level) {
+    SendTable t;
+    // Ties fall back on the level's own block threshold and the built-in smallest message.
+    t.tie_max_block = topology::p2p_max_block(level.points);
+    t.tie_min_bytes = VENEER_DEFAULT_P2P_MIN_BYTES;
+    for (const topology::P2pPoint& point : level.points) {
+      const topology::P2pOutcome o = topology::p2p_outcome(point);
+      t.set(point.block, point.bytes,
+            o == topology::P2pOutcome::win    ? SendTable::Outcome::win
+            : o == topology::P2pOutcome::loss ? SendTable::Outcome::loss
+                                              : SendTable::Outcome::none);
+    }
+    return t;
+  };
+  if (p.p2p->intra && !p.p2p->intra->points.empty()) rules.same_node = table(*p.p2p->intra);
+  if (p.p2p->inter && !p.p2p->inter->points.empty()) rules.other_node = table(*p.p2p->inter);
+  return rules;
+}
+
 std::string ProfileInfo::describe() const {
   if (loaded()) return "profile " + path + " (fingerprint " + fingerprint + ")";
   return "built-in defaults: " + std::string(topology::status_name(status)) + (why.empty() ? "" : " (" + why + ")");
@@ -221,6 +244,8 @@ ProfileInfo load_profile(MPI_Comm comm, bool enabled) {
     info.why = "could not share the profile from rank 0";
     info.fingerprint.clear();
     set_profile_thresholds(std::nullopt, std::nullopt);
+    set_profile_send_rules(nullptr);
+    topology::forget_world_nodes();
     remember(info);
     return info;
   }
@@ -242,6 +267,11 @@ ProfileInfo load_profile(MPI_Comm comm, bool enabled) {
                                                         ? std::optional<int64_t>(shared.profile->p2p->pack->max_block)
                                                         : std::nullopt;
       set_profile_thresholds(max_block, max_block, pack_max_block);
+      // Typed sends: the per-peer-level tables, and every world rank's node to
+      // look levels up (every rank holds the same profile: all or none join the allgather).
+      auto rules = std::make_shared<const SendRules>(send_rules_from_profile(*shared.profile));
+      if (!rules->empty() && topology::learn_world_nodes()) set_profile_send_rules(std::move(rules));
+      else set_profile_send_rules(nullptr);
       installed = true;
     } else {
       info.status = ProfileStatus::corrupt;
@@ -251,6 +281,8 @@ ProfileInfo load_profile(MPI_Comm comm, bool enabled) {
   if (!installed) {
     set_cost_model(default_cost_model());
     set_profile_thresholds(std::nullopt, std::nullopt);
+    set_profile_send_rules(nullptr);
+    topology::forget_world_nodes();
   }
   if (rank == 0) {
     if (installed) log(LogLevel::info, "%s: %s", info.describe().c_str(), info.why.c_str());

@@ -12,6 +12,7 @@
 
 #include "algorithms/algorithm.h"
 #include "algorithms/cost_model.h"
+#include "support/send_rule.h"
 #include "topology/profile.h"
 
 namespace veneer::algorithms {
@@ -58,6 +59,11 @@ MeasuredTable table_from_profile(const topology::Profile& p);
 // lacks), its NIC streams and its measured table.
 CostModel cost_model_from_profile(const topology::Profile& p);
 
+// The typed-send take-over rules of a profile's "p2p" section: its "intra"
+// and "inter" tables as per-peer-level outcomes (win, loss, neither; beyond
+// both measured spreads, topology::p2p_outcome). Empty without the section.
+SendRules send_rules_from_profile(const topology::Profile& p);
+
 // What happened to the profile at MPI_Init, for logs, explain and the report.
 struct ProfileInfo {
   topology::ProfileStatus status = topology::ProfileStatus::missing;
@@ -74,7 +80,9 @@ struct ProfileInfo {
 // fingerprint against its own), then broadcasts the accepted text (or none)
 // with PMPI_Bcast, and every rank installs the same model (set_profile), or
 // the built-in defaults. Missing, corrupt, outdated or foreign profiles: one
-// warning on rank 0 (a missing file at the default path is only info). Never
+// warning on rank 0 (a missing file at the default path is only info). A
+// profile with send tables also installs them (set_profile_send_rules) and
+// learns every world rank's node for them (one allgather). Never
 // fails and creates no communicators. `enabled` false (Veneer or its
 // collectives off on rank 0): rank 0 reads nothing and all ranks keep the defaults.
 ProfileInfo load_profile(MPI_Comm comm, bool enabled = true);

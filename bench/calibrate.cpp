@@ -23,8 +23,9 @@
 //    time of the library's typed send/receive against Veneer's way (pack,
 //    send bytes, receive bytes, unpack), within a node and between nodes, and
 //    MPI_Pack against Veneer's packer on every rank; interleaved batches,
-//    medians, the slowest rank; the largest block class where Veneer pays
-//    (topology::p2p_max_block) becomes the take-over threshold.
+//    medians, the slowest rank. Sends and receives use the two ping-pong
+//    tables per peer level (support/send_rule.h); the largest block class
+//    where Veneer pays (topology::p2p_max_block) becomes Alltoallv/w's threshold.
 // Linked with the algorithms library directly, not libveneer: the library's
 // collectives are the plain MPI ones.
 #include <mpi.h>
@@ -535,8 +536,11 @@ void measure_p2p(const topo::Hierarchy& h, const Options& o, topo::Profile& prof
                                [&](StridedVector& v) { return pack_times(v, reps, batch); });
   if (h.rank == 0) {
     if (auto t = p2p.takeover_max_block())
-      std::printf("# send/receive and Alltoallv/w take-over: mean block <= %lld B (from the %s level)\n",
-                  static_cast<long long>(*t), p2p.inter ? "inter-node" : "intra-node");
+      std::printf(
+          "# send/receive take-over: the ping-pong tables above, per peer level (%s); Alltoallv/w: mean block"
+          " <= %lld B (from the %s level)\n",
+          p2p.inter ? "same node, other node" : "same node only: other-node peers pass through",
+          static_cast<long long>(*t), p2p.inter ? "inter-node" : "intra-node");
     else std::printf("# one rank: no point-to-point to measure (the built-in take-over threshold stays)\n");
   }
   profile.p2p = std::move(p2p);

@@ -75,10 +75,12 @@ void print_p2p_level(const char* name, const veneer::topology::P2pLevel& level) 
 void print_p2p(const veneer::algorithms::ProfileInfo& info) {
   const veneer::Config& c = veneer::config();
   std::printf(
-      "p2p take-over (non-contiguous host data): sends and receives with a mean block <= %lld B (%s), "
+      "p2p take-over (non-contiguous host data): sends and receives %s, "
       "Alltoallv/w <= %lld B (%s)\n",
-      static_cast<long long>(c.p2p_max_block),
-      std::string(veneer::origin_name(c.p2p_max_block_origin, "VENEER_P2P_MAX_BLOCK")).c_str(),
+      c.send_rules ? "by the profile's tables per peer level (same node, other node)"
+                   : ("with a mean block <= " + std::to_string(c.p2p_max_block) + " B (" +
+                      std::string(veneer::origin_name(c.p2p_max_block_origin, "VENEER_P2P_MAX_BLOCK")) + ")")
+                         .c_str(),
       static_cast<long long>(c.alltoall_max_block),
       std::string(veneer::origin_name(c.alltoall_max_block_origin, "VENEER_ALLTOALL_MAX_BLOCK")).c_str());
   const std::string pack_limit = c.pack_max_block == std::numeric_limits<int64_t>::max()

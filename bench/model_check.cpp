@@ -62,7 +62,7 @@ const char* const kUsage =
     "  --min/--max      message sizes in bytes, k/M suffixes (default 8 to 4M; the largest is always checked)\n"
     "  --step K         size step factor (default 8)\n"
     "  --collective C   allreduce, bcast, reduce, allgather, reduce_scatter_block or alltoall\n"
-    "                   (repeatable; default all of them but reduce)\n"
+    "                   (repeatable; default all of them but reduce), or none (typed sends only)\n"
     "  --split          also check the shapes on two halves of MPI_COMM_WORLD (MPI_Comm_split)\n"
     "  --no-p2p         leave out the typed point-to-point round trips\n"
     "  --repetitions R  interleaved timed batches per choice (default 11)\n"
@@ -74,6 +74,7 @@ struct Options {
   bool quick = false;
   int64_t min_bytes = 8, max_bytes = int64_t{4} << 20, step = 8;
   std::vector<Collective> collectives;
+  bool no_collectives = false;  // --collective none: the typed point-to-point part only
   bool split = false;
   bool p2p = true;
   int repetitions = 11;
@@ -99,6 +100,8 @@ bool parse(int argc, char** argv, Options& o) {
       } else if (flag == "--step") {
         o.step = std::max<int64_t>(2, std::atoll(v));
         sizes_given = true;
+      } else if (flag == "--collective" && std::string(v) == "none") {
+        o.no_collectives = true;
       } else if (flag == "--collective") {
         auto c = alg::collective_from_name(v);
         if (!c || *c == Collective::reduce_scatter) return false;  // irregular counts: not a grid shape
@@ -127,7 +130,7 @@ bool parse(int argc, char** argv, Options& o) {
     if (!reps_given) o.repetitions = 5;
     if (!seconds_given) o.batch_seconds = 0.001;
   }
-  if (o.collectives.empty())
+  if (o.collectives.empty() && !o.no_collectives)
     o.collectives = {Collective::allreduce, Collective::bcast, Collective::allgather, Collective::reduce_scatter_block,
                      Collective::alltoall};
   return o.min_bytes <= o.max_bytes;
@@ -258,7 +261,7 @@ int call_collective(const alg::Call& c, MPI_Comm comm, bool veneer) {
 struct Row {
   std::string kind;  // "collective" or "p2p"
   std::string what;  // collective name or layout
-  std::string comm;  // "world", "half" or "0<->1"
+  std::string comm;  // "world", "half" or a pair ("0<->1 same node")
   int ranks = 0;
   int64_t bytes = 0;
   std::string auto_name;    // what the automatic choice ran, as printed
@@ -473,9 +476,37 @@ std::vector<P2PCase> p2p_cases(bool quick) {
   };
 }
 
-// Round trips between ranks 0 and 1 of one layout (typed on both sides):
+// Two ranks of MPI_COMM_WORLD and where they run relative to each other.
+struct Pair {
+  int a = 0, b = 1;
+  std::string name;  // "0<->1 same node"
+};
+
+// Ranks 0 and 1, and, when the job spans nodes, rank 0 and the first rank of
+// the next node that is not already covered: one pair per peer level (the
+// send rule differs by level). Collective over MPI_COMM_WORLD.
+std::vector<Pair> p2p_pairs() {
+  const veneer::topology::Hierarchy* h = veneer::topology::hierarchy(MPI_COMM_WORLD);
+  auto level = [h](int a, int b) {
+    return !h                                                                                   ? ""
+           : h->node_of_rank[static_cast<size_t>(a)] == h->node_of_rank[static_cast<size_t>(b)] ? " same node"
+                                                                                                : " other node";
+  };
+  std::vector<Pair> pairs{{0, 1, std::string("0<->1") + level(0, 1)}};
+  if (h && h->node_count >= 2) {
+    const bool first_is_remote = h->node_of_rank[0] != h->node_of_rank[1];
+    for (int r = 1; r < h->size; ++r)
+      if ((h->node_of_rank[static_cast<size_t>(r)] == h->node_of_rank[0]) == first_is_remote) {
+        pairs.push_back({0, r, "0<->" + std::to_string(r) + level(0, r)});
+        break;
+      }
+  }
+  return pairs;
+}
+
+// Round trips between two ranks of one layout (typed on both sides):
 // automatic send rule, forced take-over, forced pass-through. Every rank calls it.
-std::optional<Row> check_p2p(const P2PCase& pc, const Options& o) {
+std::optional<Row> check_p2p(const P2PCase& pc, const Pair& pair, const Options& o) {
   bench::PackCase layout = pc.make();
   const MPI_Datatype type = layout.type.get();
   const int count = layout.count;
@@ -484,16 +515,16 @@ std::optional<Row> check_p2p(const P2PCase& pc, const Options& o) {
   PMPI_Type_size(type, &type_size);
   const int64_t bytes = static_cast<int64_t>(type_size) * count;
   const int tag = 41;
-  const std::string label = "p2p " + pc.name + " " + std::to_string(bytes) + " B";
+  const std::string label = "p2p " + pc.name + " " + std::to_string(bytes) + " B (" + pair.name + ")";
   auto round_trip = [&](bool veneer) {
     auto send = veneer ? MPI_Send : PMPI_Send;
     auto recv = veneer ? MPI_Recv : PMPI_Recv;
-    if (g_rank == 0) {
-      send(buf, count, type, 1, tag, MPI_COMM_WORLD);
-      recv(buf, count, type, 1, tag, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-    } else if (g_rank == 1) {
-      recv(buf, count, type, 0, tag, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-      send(buf, count, type, 0, tag, MPI_COMM_WORLD);
+    if (g_rank == pair.a) {
+      send(buf, count, type, pair.b, tag, MPI_COMM_WORLD);
+      recv(buf, count, type, pair.b, tag, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    } else if (g_rank == pair.b) {
+      recv(buf, count, type, pair.a, tag, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+      send(buf, count, type, pair.a, tag, MPI_COMM_WORLD);
     }
   };
 
@@ -507,8 +538,8 @@ std::optional<Row> check_p2p(const P2PCase& pc, const Options& o) {
     apply_p2p(choice);
     const uint64_t taken_before = veneer::counters().get(veneer::Counter::send_taken);
     bool ok = true;
-    for (int receiver : {1, 0}) {
-      const int sender = 1 - receiver;
+    for (int receiver : {pair.b, pair.a}) {
+      const int sender = receiver == pair.a ? pair.b : pair.a;
       if (g_rank == receiver) {
         std::vector<std::byte> expected(static_cast<size_t>(bytes)), got(static_cast<size_t>(bytes));
         layout.hand_pack(expected.data());
@@ -521,7 +552,7 @@ std::optional<Row> check_p2p(const P2PCase& pc, const Options& o) {
       }
     }
     int taken = veneer::counters().get(veneer::Counter::send_taken) > taken_before ? 1 : 0;
-    PMPI_Bcast(&taken, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    PMPI_Bcast(&taken, 1, MPI_INT, pair.a, MPI_COMM_WORLD);
     const std::string ran = taken ? "veneer" : "library";
     if (!all_ranks(ok)) {
       fail(label + ": " + choice + " received other data than was sent");
@@ -552,15 +583,15 @@ std::optional<Row> check_p2p(const P2PCase& pc, const Options& o) {
       PMPI_Barrier(MPI_COMM_WORLD);
       t0 = bench::now();
       for (int i = 0; i < iterations; ++i) round_trip(true);
-      // One-way time, as rank 0 sees it (the other ranks wait).
-      samples[m].push_back(g_rank == 0 ? (bench::now() - t0) / iterations / 2 : 0.0);
+      // One-way time, as the pinging rank sees it (the other ranks wait).
+      samples[m].push_back(g_rank == pair.a ? (bench::now() - t0) / iterations / 2 : 0.0);
     }
   }
   apply_p2p("auto");
   Row r;
   r.kind = "p2p";
   r.what = pc.name;
-  r.comm = "0<->1";
+  r.comm = pair.name;
   r.ranks = 2;
   r.bytes = bytes;
   r.auto_name = r.auto_choice = auto_ran;
@@ -720,8 +751,15 @@ int main(int argc, char** argv) {
     for (const std::string& variable : cleared)
       std::printf("# %s unset: the automatic choice is Veneer's own\n", variable.c_str());
     const veneer::Config& c = veneer::config();
-    std::printf("# sends: taken over up to a mean block of %lld bytes (%s)\n", static_cast<long long>(c.p2p_max_block),
-                std::string(veneer::origin_name(c.p2p_max_block_origin, "VENEER_P2P_MAX_BLOCK")).c_str());
+    if (c.send_rules)
+      std::printf("# sends: the profile's measured tables per peer level (same node: %s, other node: %s)\n",
+                  c.send_rules->same_node ? "measured" : "none, passed",
+                  c.send_rules->other_node ? "measured" : "none, passed");
+    else
+      std::printf("# sends: taken over up to a mean block of %lld bytes (%s), from %lld bytes\n",
+                  static_cast<long long>(c.p2p_max_block),
+                  std::string(veneer::origin_name(c.p2p_max_block_origin, "VENEER_P2P_MAX_BLOCK")).c_str(),
+                  static_cast<long long>(c.p2p_min_bytes));
     if (!veneer::config().enabled || !veneer::config().collectives)
       std::printf("# Veneer or its collectives are switched off: every choice is the library\n");
     std::printf("# per call: median of %d interleaved batches of ~%.1f ms, slowest rank; forced times: * fastest\n",
@@ -759,7 +797,8 @@ int main(int argc, char** argv) {
         keep(check_collective(c, bytes, comm.comm, comm.name, o));
   if (g_rank == 0) std::printf("# collectives: %.1f s\n", bench::now() - started);
   if (o.p2p)
-    for (const P2PCase& pc : p2p_cases(o.quick)) keep(check_p2p(pc, o));
+    for (const Pair& pair : p2p_pairs())
+      for (const P2PCase& pc : p2p_cases(o.quick)) keep(check_p2p(pc, pair, o));
   if (half != MPI_COMM_NULL) MPI_Comm_free(&half);
   if (json) std::fclose(json);
 

@@ -51,8 +51,7 @@ device::Carried carried(const void* buf, int count, MPI_Datatype type, int peer)
 
 }  // namespace
 
-Outgoing outgoing(const void* buf, int count, MPI_Datatype type, int peer, [[maybe_unused]] MPI_Comm comm,
-                  Routes routes) {
+Outgoing outgoing(const void* buf, int count, MPI_Datatype type, int peer, MPI_Comm comm, Routes routes) {
   Outgoing out;
   out.buf = out.user = buf;
   out.count = out.user_count = count;
@@ -76,7 +75,7 @@ Outgoing outgoing(const void* buf, int count, MPI_Datatype type, int peer, [[may
     counters().add(Counter::send_taken);
     return out;
   }
-  auto layout = routes == Routes::any ? p2p_layout(buf, count, type, peer) : nullptr;
+  auto layout = routes == Routes::any ? p2p_layout(buf, count, type, peer, comm) : nullptr;
   if (layout) {
     const int64_t bytes = layout->size * count;
     ScopedTimer timer;
@@ -97,7 +96,7 @@ Outgoing outgoing(const void* buf, int count, MPI_Datatype type, int peer, [[may
   return out;
 }
 
-Incoming incoming(void* buf, int count, MPI_Datatype type, int peer, [[maybe_unused]] MPI_Comm comm, Routes routes) {
+Incoming incoming(void* buf, int count, MPI_Datatype type, int peer, MPI_Comm comm, Routes routes) {
   Incoming in;
   in.buf = in.user = buf;
   in.count = in.user_count = count;
@@ -119,7 +118,7 @@ Incoming incoming(void* buf, int count, MPI_Datatype type, int peer, [[maybe_unu
     counters().add(Counter::recv_taken);
     return in;
   }
-  auto layout = routes == Routes::any ? p2p_layout(buf, count, type, peer) : nullptr;
+  auto layout = routes == Routes::any ? p2p_layout(buf, count, type, peer, comm) : nullptr;
   if (layout) {
     const int64_t bytes = layout->size * count;
     in.host = Staging(static_cast<size_t>(bytes));

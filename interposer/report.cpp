@@ -83,9 +83,11 @@ void print_report() {
     // Which model decided: the machine profile (or why not), and where the chosen times came from.
     const std::string profile = algorithms::profile_info().describe();
     std::fprintf(out, "  %-28s %s\n", "model", profile.c_str());
-    std::fprintf(out, "  %-28s p2p %lld B (%s), alltoallv/w %lld B (%s), pack %s (%s)\n", "take-over max block",
-                 static_cast<long long>(cfg.p2p_max_block),
-                 std::string(origin_name(cfg.p2p_max_block_origin, "VENEER_P2P_MAX_BLOCK")).c_str(),
+    const std::string p2p = cfg.send_rules
+                                ? std::string("per peer level (profile tables)")
+                                : std::to_string(cfg.p2p_max_block) + " B (" +
+                                      std::string(origin_name(cfg.p2p_max_block_origin, "VENEER_P2P_MAX_BLOCK")) + ")";
+    std::fprintf(out, "  %-28s p2p %s, alltoallv/w %lld B (%s), pack %s (%s)\n", "take-over max block", p2p.c_str(),
                  static_cast<long long>(cfg.alltoall_max_block),
                  std::string(origin_name(cfg.alltoall_max_block_origin, "VENEER_ALLTOALL_MAX_BLOCK")).c_str(),
                  cfg.pack_max_block == std::numeric_limits<int64_t>::max()

@@ -2,6 +2,7 @@
 // The take-over rules of the interposer, in one place.
 #include <mpi.h>
 
+#include <algorithm>
 #include <climits>
 #include <cstdint>
 #include <memory>
@@ -10,6 +11,7 @@
 #include "kernels/device_runtime.h"
 #include "support/address.h"
 #include "support/config.h"
+#include "topology/peer_level.h"
 
 namespace veneer {
 
@@ -112,12 +114,21 @@ inline const datatypes::Layout* pack_layout(int64_t count, MPI_Datatype type, in
   return !__builtin_mul_overflow(seen->size, int64_t{count}, &product) && product < c.p2p_min_bytes;
 }
 
-// The layout to pack `count` instances of `type` with for a send or receive,
-// or null to pass the call through. The rule: the data is not contiguous, its
-// mean contiguous block is at most VENEER_P2P_MAX_BLOCK bytes (the library's
-// own copy loop is competitive for large blocks and avoids our extra copy), and
-// the message is at least VENEER_P2P_MIN_BYTES and fits VENEER_P2P_MAX_BYTES and an int byte count.
-inline std::shared_ptr<const datatypes::Layout> p2p_layout(const void* buf, int count, MPI_Datatype type, int peer) {
+// The layout to pack `count` instances of `type` with for a send or receive
+// with `peer` of `comm`, or null to pass the call through. The rule: the data
+// is not contiguous, the message fits VENEER_P2P_MAX_BYTES and an int byte
+// count, and either
+//  - with a calibrated profile's send tables (Config::send_rules): the table
+//    of the peer's level (same node, other node; topology/peer_level.h) says
+//    Veneer's way was measured faster beyond the spread around this mean
+//    block and message size (support/send_rule.h); or
+//  - without: its mean contiguous block is at most VENEER_P2P_MAX_BLOCK bytes
+//    (the library's own copy loop is competitive for large blocks and avoids
+//    our extra copy) and the message is at least VENEER_P2P_MIN_BYTES.
+// (With tables, those two hold the tables' loosest bounds, so the checks
+// below and p2p_passes never refuse what a table would take.)
+inline std::shared_ptr<const datatypes::Layout> p2p_layout(const void* buf, int count, MPI_Datatype type, int peer,
+                                                           MPI_Comm comm) {
   const Config& c = config();
   if (!takes_send(c) || !uses_packers(c) || count <= 0 || peer == MPI_PROC_NULL) return nullptr;
   const datatypes::Layout* seen = datatypes::peek(type);  // no reference count for the common pass-through
@@ -127,6 +138,11 @@ inline std::shared_ptr<const datatypes::Layout> p2p_layout(const void* buf, int 
   const int64_t bytes = layout->size * count;
   if (bytes < c.p2p_min_bytes || bytes > c.p2p_max_bytes || bytes > INT_MAX || layout->mean_block() > c.p2p_max_block)
     return nullptr;
+  if (c.send_rules) {
+    const double mean_block =
+        static_cast<double>(layout->size) / static_cast<double>(std::max<int64_t>(1, layout->block_count));
+    if (!c.send_rules->takes(topology::peer_level(comm, peer), mean_block, bytes)) return nullptr;
+  }
   if (!cpu_accessible(offset_ptr(buf, layout->true_lb))) return nullptr;
   return layout;
 }

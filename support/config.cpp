@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <limits>
 #include <tuple>
+#include <utility>
 
 namespace veneer {
 
@@ -90,7 +91,10 @@ Config parse_config(const char* (*env)(const char*)) {
     }
   }
   c.p2p_max_bytes = size_or(env("VENEER_P2P_MAX_BYTES"), c.p2p_max_bytes);
-  c.p2p_min_bytes = size_or(env("VENEER_P2P_MIN_BYTES"), c.p2p_min_bytes);
+  if (auto parsed = env("VENEER_P2P_MIN_BYTES") ? parse_size(env("VENEER_P2P_MIN_BYTES")) : std::nullopt) {
+    c.p2p_min_bytes = *parsed;
+    c.p2p_min_bytes_origin = ThresholdOrigin::environment;
+  }
   c.type_cache_limit = size_or(env("VENEER_TYPE_CACHE"), c.type_cache_limit);
   c.staging_pool = size_or(env("VENEER_STAGING_POOL"), c.staging_pool);
   c.pack_stream_min = size_or(env("VENEER_PACK_STREAM_MIN"), c.pack_stream_min);
@@ -122,6 +126,7 @@ namespace {
 // The profile's thresholds, kept so that re-reading the environment after
 // MPI_Init (tools and tests do) does not lose them.
 std::optional<int64_t> g_profile_p2p_max_block, g_profile_alltoall_max_block, g_profile_pack_max_block;
+std::shared_ptr<const SendRules> g_profile_send_rules;
 
 void apply_profile_thresholds(Config& c) {
   const Config defaults;
@@ -130,7 +135,23 @@ void apply_profile_thresholds(Config& c) {
     value = measured ? std::max<int64_t>(0, *measured) : fallback;
     origin = measured ? ThresholdOrigin::profile : ThresholdOrigin::built_in;
   };
-  apply(g_profile_p2p_max_block, defaults.p2p_max_block, c.p2p_max_block, c.p2p_max_block_origin);
+  // Sends: the per-level tables where the profile has them and the user set
+  // neither threshold; else the single threshold, as for the others.
+  const bool user_send_rule =
+      c.p2p_max_block_origin == ThresholdOrigin::environment || c.p2p_min_bytes_origin == ThresholdOrigin::environment;
+  c.send_rules = nullptr;
+  if (g_profile_send_rules && !g_profile_send_rules->empty() && !user_send_rule) {
+    c.send_rules = g_profile_send_rules;
+    c.p2p_max_block = c.send_rules->max_block();
+    c.p2p_min_bytes = c.send_rules->min_bytes();
+    c.p2p_max_block_origin = c.p2p_min_bytes_origin = ThresholdOrigin::profile;
+  } else {
+    apply(g_profile_p2p_max_block, defaults.p2p_max_block, c.p2p_max_block, c.p2p_max_block_origin);
+    if (c.p2p_min_bytes_origin != ThresholdOrigin::environment) {
+      c.p2p_min_bytes = defaults.p2p_min_bytes;
+      c.p2p_min_bytes_origin = ThresholdOrigin::built_in;
+    }
+  }
   apply(g_profile_alltoall_max_block, defaults.alltoall_max_block, c.alltoall_max_block, c.alltoall_max_block_origin);
   apply(g_profile_pack_max_block, defaults.pack_max_block, c.pack_max_block, c.pack_max_block_origin);
 }
@@ -147,6 +168,11 @@ void set_profile_thresholds(std::optional<int64_t> p2p_max_block, std::optional<
   g_profile_p2p_max_block = p2p_max_block;
   g_profile_alltoall_max_block = alltoall_max_block;
   g_profile_pack_max_block = pack_max_block;
+  apply_profile_thresholds(g_config);
+}
+
+void set_profile_send_rules(std::shared_ptr<const SendRules> rules) {
+  g_profile_send_rules = std::move(rules);
   apply_profile_thresholds(g_config);
 }
 

@@ -2,9 +2,12 @@
 // The run-time switchboard: every VENEER_* environment variable, read once.
 #include <cstdint>
 #include <limits>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
+
+#include "support/send_rule.h"
 
 #ifndef VENEER_DEFAULT_P2P_MAX_BLOCK
 #define VENEER_DEFAULT_P2P_MAX_BLOCK 64
@@ -52,6 +55,13 @@ struct Config {
   // faces 1.04-1.37x on Open MPI but 0.82-0.85x on MPICH; 32 KB faces 1.15-1.19x
   // on Open MPI; 73 KB faces 1.33-1.39x on MPICH. Hence 16 KiB / 64 KiB.
   int64_t p2p_min_bytes = VENEER_DEFAULT_P2P_MIN_BYTES;
+  ThresholdOrigin p2p_min_bytes_origin = ThresholdOrigin::built_in;
+  // The calibrated profile's per-peer-level send tables (support/send_rule.h),
+  // when it has them and the user set neither VENEER_P2P_MAX_BLOCK nor
+  // VENEER_P2P_MIN_BYTES; null: the two thresholds above are the whole rule.
+  // Installed, they decide in p2p_layout, and the two thresholds become the
+  // tables' loosest bounds (what the pass-through fast path tests).
+  std::shared_ptr<const SendRules> send_rules;
   // Alltoallv/w take-over rule, same meaning (VENEER_ALLTOALL_MAX_BLOCK).
   int64_t alltoall_max_block = VENEER_DEFAULT_P2P_MAX_BLOCK;
   ThresholdOrigin alltoall_max_block_origin = ThresholdOrigin::built_in;
@@ -105,6 +115,11 @@ void reload_config();
 // threads make MPI calls.
 void set_profile_thresholds(std::optional<int64_t> p2p_max_block, std::optional<int64_t> alltoall_max_block,
                             std::optional<int64_t> pack_max_block = std::nullopt);
+// The profile's per-peer-level send tables (null or empty: none), each time
+// the configuration is read unless the user set VENEER_P2P_MAX_BLOCK or
+// VENEER_P2P_MIN_BYTES; remembered across reload_config(). Same calling rules
+// as set_profile_thresholds.
+void set_profile_send_rules(std::shared_ptr<const SendRules> rules);
 // "profile", "built-in default" or the variable's name, for the report.
 std::string_view origin_name(ThresholdOrigin origin, std::string_view variable);
 

@@ -1,0 +1,122 @@
+#include "topology/peer_level.h"
+
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "topology/hierarchy.h"
+
+namespace veneer::topology {
+namespace {
+
+// One communicator's peers: their common level (unknown when they differ),
+// and each one's when they differ.
+struct PeerLevels {
+  PeerLevel common = PeerLevel::unknown;
+  std::vector<PeerLevel> of_rank;  // empty when every peer shares `common`
+  PeerLevel at(int peer) const {
+    if (peer == MPI_ANY_SOURCE || of_rank.empty()) return common;
+    return peer >= 0 && static_cast<size_t>(peer) < of_rank.size() ? of_rank[static_cast<size_t>(peer)]
+                                                                   : PeerLevel::unknown;
+  }
+};
+
+// MPI_COMM_WORLD's, each world rank's level relative to this rank: set at
+// MPI_Init before other threads call, read after.
+std::shared_ptr<const PeerLevels> g_world;
+
+int delete_levels(MPI_Comm, int, void* attribute, void*) {
+  std::unique_ptr<PeerLevels> owned(static_cast<PeerLevels*>(attribute));
+  return MPI_SUCCESS;
+}
+
+int g_keyval = MPI_KEYVAL_INVALID;
+std::once_flag g_keyval_once;
+std::mutex g_build_mutex;  // one builder per communicator at a time
+
+int keyval() {
+  std::call_once(g_keyval_once, [] {
+    if (PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, delete_levels, &g_keyval, nullptr) != MPI_SUCCESS)
+      g_keyval = MPI_KEYVAL_INVALID;
+  });
+  return g_keyval;
+}
+
+// Fills `common` from of_rank, dropping of_rank when every peer agrees.
+void settle(PeerLevels& l) {
+  l.common = l.of_rank.empty() ? PeerLevel::unknown : l.of_rank.front();
+  for (PeerLevel v : l.of_rank)
+    if (v != l.common) {
+      l.common = PeerLevel::unknown;
+      return;
+    }
+  l.of_rank.clear();
+}
+
+// comm's peers (its remote group for an intercommunicator) through the world map.
+std::unique_ptr<PeerLevels> build(MPI_Comm comm, const PeerLevels& world) {
+  int inter = 0;
+  if (PMPI_Comm_test_inter(comm, &inter) != MPI_SUCCESS) return nullptr;
+  MPI_Group peers = MPI_GROUP_NULL, world_group = MPI_GROUP_NULL;
+  if ((inter ? PMPI_Comm_remote_group(comm, &peers) : PMPI_Comm_group(comm, &peers)) != MPI_SUCCESS) return nullptr;
+  std::unique_ptr<PeerLevels> out;
+  int n = 0;
+  if (PMPI_Comm_group(MPI_COMM_WORLD, &world_group) == MPI_SUCCESS && PMPI_Group_size(peers, &n) == MPI_SUCCESS) {
+    std::vector<int> ranks(static_cast<size_t>(n)), in_world(static_cast<size_t>(n));
+    for (int i = 0; i < n; ++i) ranks[static_cast<size_t>(i)] = i;
+    if (PMPI_Group_translate_ranks(peers, n, ranks.data(), world_group, in_world.data()) == MPI_SUCCESS) {
+      out = std::make_unique<PeerLevels>();
+      out->of_rank.resize(static_cast<size_t>(n), PeerLevel::unknown);
+      for (int i = 0; i < n; ++i) {
+        const int w = in_world[static_cast<size_t>(i)];
+        out->of_rank[static_cast<size_t>(i)] = w == MPI_UNDEFINED ? PeerLevel::unknown : world.at(w);
+      }
+      settle(*out);
+    }
+  }
+  if (world_group != MPI_GROUP_NULL) PMPI_Group_free(&world_group);
+  PMPI_Group_free(&peers);
+  return out;
+}
+
+}  // namespace
+
+bool learn_world_nodes() {
+  g_world.reset();
+  std::unique_ptr<Hierarchy> h = build_hierarchy(MPI_COMM_WORLD);
+  if (!h) return false;
+  auto world = std::make_shared<PeerLevels>();
+  world->of_rank.reserve(h->node_of_rank.size());
+  for (int node : h->node_of_rank)
+    world->of_rank.push_back(node == h->node_index ? PeerLevel::same_node : PeerLevel::other_node);
+  settle(*world);
+  g_world = std::move(world);
+  return true;
+}
+
+void forget_world_nodes() { g_world.reset(); }
+
+PeerLevel peer_level(MPI_Comm comm, int peer) {
+  const PeerLevels* world = g_world.get();
+  if (!world || comm == MPI_COMM_NULL) return PeerLevel::unknown;
+  if (comm == MPI_COMM_WORLD) return world->at(peer);
+  const int key = keyval();
+  if (key == MPI_KEYVAL_INVALID) return PeerLevel::unknown;
+  void* cached = nullptr;
+  int found = 0;
+  if (PMPI_Comm_get_attr(comm, key, &cached, &found) != MPI_SUCCESS) return PeerLevel::unknown;
+  if (!found) {
+    // Built once per communicator; the attribute is never replaced, so a
+    // pointer read without the lock stays valid until the communicator is freed.
+    std::lock_guard<std::mutex> lock(g_build_mutex);
+    if (PMPI_Comm_get_attr(comm, key, &cached, &found) != MPI_SUCCESS) return PeerLevel::unknown;
+    if (!found) {
+      std::unique_ptr<PeerLevels> built = build(comm, *world);
+      if (!built || PMPI_Comm_set_attr(comm, key, built.get()) != MPI_SUCCESS) return PeerLevel::unknown;
+      cached = built.release();  // now owned by the attribute
+    }
+  }
+  return static_cast<const PeerLevels*>(cached)->at(peer);
+}
+
+}  // namespace veneer::topology
