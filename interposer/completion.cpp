@@ -2,7 +2,8 @@
 // completes a request Veneer started, the staging buffer is released and a
 // receive is unpacked into the user's buffer before the call returns. A
 // request counts as completed when the library set the handle to
-// MPI_REQUEST_NULL (Veneer never tracks persistent requests). Entries are taken
+// MPI_REQUEST_NULL, a persistent one when the call reports it complete (its
+// entry stays, inactive, until MPI_Request_free). Entries are taken
 // out of the table before the library call (see requests::take_among) and put
 // back if their request did not complete.
 #include <mpi.h>
@@ -30,15 +31,22 @@ struct StatusArray {
 };
 
 // Completes or puts back each taken entry; status_of(i) gives the status of
-// request i when it completed.
+// request i when it completed. A completed request is set to
+// MPI_REQUEST_NULL by the library, except a persistent one: it stays, now
+// inactive, and so does its entry (completed if it was started and the call
+// reports it complete).
 template <class StatusOf>
 void settle(std::vector<requests::Taken>& taken, const MPI_Request* reqs, bool any_completed, StatusOf status_of) {
   for (auto& t : taken) {
-    if (any_completed && reqs[t.index] == MPI_REQUEST_NULL) {
-      if (const MPI_Status* st = status_of(t.index)) {
+    const MPI_Status* st = any_completed ? status_of(t.index) : nullptr;
+    if (t.pending.persistent) {
+      if (st && t.pending.active) {
         requests::complete(t.pending, *st);
-        continue;
+        t.pending.active = false;
       }
+    } else if (st && reqs[t.index] == MPI_REQUEST_NULL) {
+      requests::complete(t.pending, *st);
+      continue;
     }
     requests::track(t.handle, std::move(t.pending));
   }
@@ -156,6 +164,13 @@ extern "C" int MPI_Testsome(int incount, MPI_Request requests[], int* outcount, 
 extern "C" int MPI_Request_free(MPI_Request* request) {
   if (!requests::any() || !request) return next::Request_free(request);
   if (auto p = requests::take(*request)) {
+    if (p->persistent && !p->active) {
+      // Nothing in flight: the library frees its request, the staging goes with the entry.
+      const MPI_Request handle = *request;
+      const int rc = next::Request_free(request);
+      if (rc != MPI_SUCCESS) requests::track(handle, std::move(*p));
+      return rc;
+    }
     // The library request stays alive in Veneer's hands until it completes.
     requests::detach(*request, std::move(*p));
     *request = MPI_REQUEST_NULL;

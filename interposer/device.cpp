@@ -128,6 +128,13 @@ void count_method(DeviceMethod m) {
   }
 }
 
+// A failed device step: logged with its cause (the callers turn it into an
+// MPI error code or a pass-through), and false.
+bool failed(const char* what, int64_t bytes, int device) {
+  log(LogLevel::warn, "device step failed: %s (%lld bytes, device %d)", what, static_cast<long long>(bytes), device);
+  return false;
+}
+
 // The bytes `count` instances of a layout touch, relative to the buffer: [lo, lo + bytes).
 struct Span {
   int64_t lo = 0, bytes = 0;
@@ -142,9 +149,12 @@ Span span_of(const datatypes::Layout& l, int64_t count) {
 bool copy_now(kernels::DeviceRuntime& rt, void* dst, const void* src, int64_t bytes) {
   if (bytes <= 0) return true;
   kernels::DeviceStream s = rt.stream(0);
-  if (!s) return false;
+  if (!s) return failed("no stream for a copy", bytes, -1);
   const bool queued = rt.copy(dst, src, static_cast<size_t>(bytes), s);
-  return rt.synchronize(s) && queued;
+  const bool done = rt.synchronize(s);
+  if (!queued) return failed("the runtime refused a copy", bytes, -1);
+  if (!done) return failed("a copy did not complete (stream synchronisation failed)", bytes, -1);
+  return true;
 }
 
 // For layouts the device packer refuses: the span in pinned host memory, and
@@ -153,11 +163,12 @@ bool pack_via_host(const Carried& c, int64_t count, const void* buf, void* out, 
   const Span span = span_of(*c.layout, count);
   const int64_t bytes = c.layout->size * count;
   PooledBuffer mirror(*c.rt, PooledBuffer::Kind::pinned, static_cast<size_t>(span.bytes));
-  if (!mirror.get() || !copy_now(*c.rt, mirror.get(), offset_ptr(buf, span.lo), span.bytes)) return false;
+  if (!mirror.get()) return failed("no pinned memory for the host copy of a send buffer", span.bytes, c.device);
+  if (!copy_now(*c.rt, mirror.get(), offset_ptr(buf, span.lo), span.bytes)) return false;
   ScopedTimer timer;
   if (on_device) {
     PooledBuffer packed(*c.rt, PooledBuffer::Kind::pinned, static_cast<size_t>(bytes));
-    if (!packed.get()) return false;
+    if (!packed.get()) return failed("no pinned memory to pack a send buffer into", bytes, c.device);
     datatypes::pack_all(*c.layout, count, mirror.get() - span.lo, packed.get());
     if (!copy_now(*c.rt, out, packed.get(), bytes)) return false;
   } else {
@@ -173,11 +184,13 @@ bool pack_via_host(const Carried& c, int64_t count, const void* buf, void* out, 
 bool unpack_via_host(const Carried& c, int64_t count, void* buf, const void* in, int64_t bytes, bool on_device) {
   const Span span = span_of(*c.layout, count);
   PooledBuffer mirror(*c.rt, PooledBuffer::Kind::pinned, static_cast<size_t>(span.bytes));
-  if (!mirror.get() || !copy_now(*c.rt, mirror.get(), offset_ptr(buf, span.lo), span.bytes)) return false;
+  if (!mirror.get()) return failed("no pinned memory for the host copy of a receive buffer", span.bytes, c.device);
+  if (!copy_now(*c.rt, mirror.get(), offset_ptr(buf, span.lo), span.bytes)) return false;
   PooledBuffer packed;
   if (on_device) {
     packed = PooledBuffer(*c.rt, PooledBuffer::Kind::pinned, static_cast<size_t>(bytes));
-    if (!packed.get() || !copy_now(*c.rt, packed.get(), in, bytes)) return false;
+    if (!packed.get()) return failed("no pinned memory for the received bytes", bytes, c.device);
+    if (!copy_now(*c.rt, packed.get(), in, bytes)) return false;
     in = packed.get();
   }
   {
@@ -259,12 +272,13 @@ bool pack_into(const Carried& c, int64_t count, const void* buf, void* staging, 
   const int64_t bytes = c.layout->size * count;
   if (bytes <= 0) return true;
   DeviceScope scope(*c.rt, c.device);
-  if (!scope.ok()) return false;
+  if (!scope.ok()) return failed("cannot make the buffer's device current", bytes, c.device);
   if (c.via_host) return pack_via_host(c, count, buf, staging, on_device);
   const DeviceMethod method = on_device ? DeviceMethod::on_device : host_method(bytes);
   ScopedTimer timer;
   if (!kernels::pack_from_device(*c.rt, *c.packer, *c.layout, count, buf, 0, bytes, staging, method, options()))
-    return false;
+    return failed(method == DeviceMethod::staged ? "the staged pack pipeline failed" : "the pack kernel failed", bytes,
+                  c.device);
   count_method(method);
   counters().add(Counter::bytes_packed, static_cast<uint64_t>(bytes));
   return true;
@@ -274,12 +288,13 @@ bool unpack_from(const Carried& c, int64_t count, void* buf, const void* staging
   bytes = std::min(bytes, c.layout->size * count);
   if (bytes <= 0) return true;
   DeviceScope scope(*c.rt, c.device);
-  if (!scope.ok()) return false;
+  if (!scope.ok()) return failed("cannot make the buffer's device current", bytes, c.device);
   if (c.via_host) return unpack_via_host(c, count, buf, staging, bytes, on_device);
   const DeviceMethod method = on_device ? DeviceMethod::on_device : host_method(bytes);
   ScopedTimer timer;
   if (!kernels::unpack_to_device(*c.rt, *c.packer, *c.layout, count, buf, 0, bytes, staging, method, options()))
-    return false;
+    return failed(method == DeviceMethod::staged ? "the staged unpack pipeline failed" : "the unpack kernel failed",
+                  bytes, c.device);
   count_method(method);
   counters().add(Counter::bytes_unpacked, static_cast<uint64_t>(bytes));
   return true;
@@ -289,11 +304,13 @@ bool pack_for_library(const Carried& c, int64_t count, const void* buf, Packed& 
   const bool on_device = library_cuda_aware();
   {
     DeviceScope scope(*c.rt, c.device);  // device memory comes from the buffer's device
-    if (!scope.ok()) return false;
+    if (!scope.ok()) return failed("cannot make the buffer's device current", c.bytes, c.device);
     out.storage = PooledBuffer(*c.rt, on_device ? PooledBuffer::Kind::device : PooledBuffer::Kind::pinned,
                                static_cast<size_t>(c.bytes));
   }
-  if (!out.storage.get() || !pack_into(c, count, buf, out.storage.get(), on_device)) return false;
+  if (!out.storage.get())
+    return failed(on_device ? "no device memory to pack into" : "no pinned memory to pack into", c.bytes, c.device);
+  if (!pack_into(c, count, buf, out.storage.get(), on_device)) return false;
   out.data = out.storage.get();
   out.bytes = c.bytes;
   return true;
@@ -301,13 +318,16 @@ bool pack_for_library(const Carried& c, int64_t count, const void* buf, Packed& 
 
 bool landing_for_library(const Carried& c, Packed& out) {
   DeviceScope scope(*c.rt, c.device);
-  if (!scope.ok()) return false;
+  if (!scope.ok()) return failed("cannot make the buffer's device current", c.bytes, c.device);
   const bool on_device = library_cuda_aware();
   out.storage = PooledBuffer(*c.rt, on_device ? PooledBuffer::Kind::device : PooledBuffer::Kind::pinned,
                              static_cast<size_t>(c.bytes));
   out.data = out.storage.get();
   out.bytes = c.bytes;
-  return out.data != nullptr;
+  if (!out.data)
+    return failed(on_device ? "no device memory to receive into" : "no pinned memory to receive into", c.bytes,
+                  c.device);
+  return true;
 }
 
 bool unpack_from_library(const Carried& c, int64_t count, void* buf, const Packed& landing, int64_t received) {
@@ -321,7 +341,8 @@ bool pack(const Carried& c, int64_t count, const void* user, void* packed) {
   if (c.via_host || is_device(packed)) return pack_into(c, count, user, packed, is_device(packed));
   if (host_method(c.bytes) == DeviceMethod::staged) return pack_into(c, count, user, packed, false);
   PooledBuffer pinned(*c.rt, PooledBuffer::Kind::pinned, static_cast<size_t>(c.bytes));
-  if (!pinned.get() || !pack_into(c, count, user, pinned.get(), false)) return false;
+  if (!pinned.get()) return failed("no pinned memory to pack into", c.bytes, c.device);
+  if (!pack_into(c, count, user, pinned.get(), false)) return false;
   std::memcpy(packed, pinned.get(), static_cast<size_t>(c.bytes));
   return true;
 }
@@ -330,7 +351,7 @@ bool unpack(const Carried& c, int64_t count, void* user, const void* packed) {
   if (c.via_host || is_device(packed)) return unpack_from(c, count, user, packed, c.bytes, is_device(packed));
   if (host_method(c.bytes) == DeviceMethod::staged) return unpack_from(c, count, user, packed, c.bytes, false);
   PooledBuffer pinned(*c.rt, PooledBuffer::Kind::pinned, static_cast<size_t>(c.bytes));
-  if (!pinned.get()) return false;
+  if (!pinned.get()) return failed("no pinned memory to unpack from", c.bytes, c.device);
   std::memcpy(pinned.get(), packed, static_cast<size_t>(c.bytes));
   return unpack_from(c, count, user, pinned.get(), c.bytes, false);
 }

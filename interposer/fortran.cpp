@@ -24,6 +24,7 @@
 
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <vector>
 
@@ -339,6 +340,7 @@ void veneer_fortran_unpack(void* inbuf, F* insize, F* position, void* outbuf, F*
 VENEER_FORTRAN_BLOCKING_SEND(send, MPI_Send)
 VENEER_FORTRAN_BLOCKING_SEND(ssend, MPI_Ssend)
 VENEER_FORTRAN_BLOCKING_SEND(rsend, MPI_Rsend)
+VENEER_FORTRAN_BLOCKING_SEND(bsend, MPI_Bsend)
 #undef VENEER_FORTRAN_BLOCKING_SEND
 
 #define VENEER_FORTRAN_NONBLOCKING(lower, Call)                                                                 \
@@ -351,7 +353,25 @@ VENEER_FORTRAN_BLOCKING_SEND(rsend, MPI_Rsend)
 VENEER_FORTRAN_NONBLOCKING(isend, MPI_Isend)
 VENEER_FORTRAN_NONBLOCKING(issend, MPI_Issend)
 VENEER_FORTRAN_NONBLOCKING(irecv, MPI_Irecv)
+VENEER_FORTRAN_NONBLOCKING(ibsend, MPI_Ibsend)
+VENEER_FORTRAN_NONBLOCKING(irsend, MPI_Irsend)
+VENEER_FORTRAN_NONBLOCKING(send_init, MPI_Send_init)
+VENEER_FORTRAN_NONBLOCKING(ssend_init, MPI_Ssend_init)
+VENEER_FORTRAN_NONBLOCKING(bsend_init, MPI_Bsend_init)
+VENEER_FORTRAN_NONBLOCKING(rsend_init, MPI_Rsend_init)
+VENEER_FORTRAN_NONBLOCKING(recv_init, MPI_Recv_init)
 #undef VENEER_FORTRAN_NONBLOCKING
+
+// A started persistent request keeps its handle: nothing to write back.
+void veneer_fortran_start(F* request, F* ierror) {
+  MPI_Request r = PMPI_Request_f2c(*request);
+  set_error(ierror, MPI_Start(&r));
+}
+void veneer_fortran_startall(F* count, F* requests, F* ierror) {
+  std::vector<MPI_Request> r(static_cast<size_t>(std::max(*count, 0)));
+  for (size_t i = 0; i < r.size(); ++i) r[i] = PMPI_Request_f2c(requests[i]);
+  set_error(ierror, MPI_Startall(*count, r.data()));
+}
 
 void veneer_fortran_recv(void* buf, F* count, F* datatype, F* source, F* tag, F* c, F* status, F* ierror) {
   const Sentinels s = f77();
@@ -577,7 +597,17 @@ VENEER_FORTRAN_NAMES_BUFFER(veneer_fortran_allgather, mpi_allgather, MPI_ALLGATH
 VENEER_FORTRAN_NAMES_BUFFER(veneer_fortran_reduce_scatter, mpi_reduce_scatter, MPI_REDUCE_SCATTER)
 VENEER_FORTRAN_NAMES_BUFFER(veneer_fortran_reduce_scatter_block, mpi_reduce_scatter_block, MPI_REDUCE_SCATTER_BLOCK)
 VENEER_FORTRAN_NAMES_BUFFER(veneer_fortran_alltoall, mpi_alltoall, MPI_ALLTOALL)
+VENEER_FORTRAN_NAMES_BUFFER(veneer_fortran_bsend, mpi_bsend, MPI_BSEND)
+VENEER_FORTRAN_NAMES_BUFFER(veneer_fortran_ibsend, mpi_ibsend, MPI_IBSEND)
+VENEER_FORTRAN_NAMES_BUFFER(veneer_fortran_irsend, mpi_irsend, MPI_IRSEND)
+VENEER_FORTRAN_NAMES_BUFFER(veneer_fortran_send_init, mpi_send_init, MPI_SEND_INIT)
+VENEER_FORTRAN_NAMES_BUFFER(veneer_fortran_ssend_init, mpi_ssend_init, MPI_SSEND_INIT)
+VENEER_FORTRAN_NAMES_BUFFER(veneer_fortran_bsend_init, mpi_bsend_init, MPI_BSEND_INIT)
+VENEER_FORTRAN_NAMES_BUFFER(veneer_fortran_rsend_init, mpi_rsend_init, MPI_RSEND_INIT)
+VENEER_FORTRAN_NAMES_BUFFER(veneer_fortran_recv_init, mpi_recv_init, MPI_RECV_INIT)
 // Handles only: the same function serves mpi_f08 where the sentinels agree.
+VENEER_FORTRAN_NAMES(veneer_fortran_start, mpi_start, MPI_START)
+VENEER_FORTRAN_NAMES(veneer_fortran_startall, mpi_startall, MPI_STARTALL)
 VENEER_FORTRAN_NAMES(veneer_fortran_request_free, mpi_request_free, MPI_REQUEST_FREE)
 VENEER_FORTRAN_NAMES(veneer_fortran_cancel, mpi_cancel, MPI_CANCEL)
 VENEER_FORTRAN_NAMES(veneer_fortran_type_commit, mpi_type_commit, MPI_TYPE_COMMIT)

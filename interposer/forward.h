@@ -18,12 +18,22 @@
   X(Rsend)                  \
   X(Isend)                  \
   X(Issend)                 \
+  X(Bsend)                  \
+  X(Ibsend)                 \
+  X(Irsend)                 \
   X(Recv)                   \
   X(Irecv)                  \
   X(Mrecv)                  \
   X(Imrecv)                 \
   X(Sendrecv)               \
   X(Sendrecv_replace)       \
+  X(Send_init)              \
+  X(Ssend_init)             \
+  X(Bsend_init)             \
+  X(Rsend_init)             \
+  X(Recv_init)              \
+  X(Start)                  \
+  X(Startall)               \
   X(Wait)                   \
   X(Waitall)                \
   X(Waitany)                \
@@ -57,7 +67,21 @@
   X(Isend_c)                      \
   X(Recv_c)                       \
   X(Irecv_c)                      \
-  X(Sendrecv_c)
+  X(Sendrecv_c)                   \
+  X(Ssend_c)                      \
+  X(Rsend_c)                      \
+  X(Bsend_c)                      \
+  X(Issend_c)                     \
+  X(Ibsend_c)                     \
+  X(Irsend_c)                     \
+  X(Send_init_c)                  \
+  X(Ssend_init_c)                 \
+  X(Bsend_init_c)                 \
+  X(Rsend_init_c)                 \
+  X(Recv_init_c)                  \
+  X(Sendrecv_replace_c)           \
+  X(Mrecv_c)                      \
+  X(Imrecv_c)
 #else
 #define VENEER_FORWARDED_LARGE(X)
 #endif

@@ -7,8 +7,10 @@
 // call would be. Beyond an int, MPI_Pack_c and MPI_Unpack_c keep the same
 // rules with 64-bit arithmetic and Veneer's packer; the sends and receives go
 // to the library (the int forms take over no message of more than INT_MAX
-// bytes either). The other _c functions (MPI_Pack_size_c, the collectives)
-// are not defined here: they reach the library untouched.
+// bytes either). Every point-to-point _c form is here (sends of each mode,
+// receives, matched receives, Sendrecv(_replace), the persistent inits); the
+// other _c functions (MPI_Pack_size_c, the collectives) are not defined
+// here: they reach the library untouched.
 #include <mpi.h>
 
 #ifdef VENEER_HAVE_LARGE_COUNT
@@ -109,6 +111,57 @@ extern "C" int MPI_Sendrecv_c(const void* sendbuf, MPI_Count sendcount, MPI_Data
   counters().add(Counter::send_passed);
   return next::Sendrecv_c(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag,
                           comm, status);
+}
+
+// The other sends, receives and persistent inits: the int form where the
+// count fits (so a device buffer is carried as there), the library otherwise.
+#define VENEER_SEND_C(Name, Counter)                                                                    \
+  extern "C" int MPI_##Name##_c(const void* buf, MPI_Count count, MPI_Datatype type, int dest, int tag, \
+                                MPI_Comm comm) {                                                        \
+    if (fits_int(count)) return MPI_##Name(buf, static_cast<int>(count), type, dest, tag, comm);        \
+    counters().add(Counter);                                                                            \
+    return next::Name##_c(buf, count, type, dest, tag, comm);                                           \
+  }
+VENEER_SEND_C(Ssend, Counter::send_passed)
+VENEER_SEND_C(Rsend, Counter::send_passed)
+VENEER_SEND_C(Bsend, Counter::send_passed)
+#undef VENEER_SEND_C
+
+#define VENEER_NONBLOCKING_C(Name, Buf, Counter)                                                               \
+  extern "C" int MPI_##Name##_c(Buf buf, MPI_Count count, MPI_Datatype type, int peer, int tag, MPI_Comm comm, \
+                                MPI_Request* request) {                                                        \
+    if (fits_int(count)) return MPI_##Name(buf, static_cast<int>(count), type, peer, tag, comm, request);      \
+    counters().add(Counter);                                                                                   \
+    return next::Name##_c(buf, count, type, peer, tag, comm, request);                                         \
+  }
+VENEER_NONBLOCKING_C(Issend, const void*, Counter::send_passed)
+VENEER_NONBLOCKING_C(Ibsend, const void*, Counter::send_passed)
+VENEER_NONBLOCKING_C(Irsend, const void*, Counter::send_passed)
+VENEER_NONBLOCKING_C(Send_init, const void*, Counter::send_passed)
+VENEER_NONBLOCKING_C(Ssend_init, const void*, Counter::send_passed)
+VENEER_NONBLOCKING_C(Bsend_init, const void*, Counter::send_passed)
+VENEER_NONBLOCKING_C(Rsend_init, const void*, Counter::send_passed)
+VENEER_NONBLOCKING_C(Recv_init, void*, Counter::recv_passed)
+#undef VENEER_NONBLOCKING_C
+
+extern "C" int MPI_Sendrecv_replace_c(void* buf, MPI_Count count, MPI_Datatype type, int dest, int sendtag, int source,
+                                      int recvtag, MPI_Comm comm, MPI_Status* status) {
+  if (fits_int(count))
+    return MPI_Sendrecv_replace(buf, static_cast<int>(count), type, dest, sendtag, source, recvtag, comm, status);
+  counters().add(Counter::send_passed);
+  return next::Sendrecv_replace_c(buf, count, type, dest, sendtag, source, recvtag, comm, status);
+}
+
+extern "C" int MPI_Mrecv_c(void* buf, MPI_Count count, MPI_Datatype type, MPI_Message* message, MPI_Status* status) {
+  if (fits_int(count)) return MPI_Mrecv(buf, static_cast<int>(count), type, message, status);
+  counters().add(Counter::recv_passed);
+  return next::Mrecv_c(buf, count, type, message, status);
+}
+
+extern "C" int MPI_Imrecv_c(void* buf, MPI_Count count, MPI_Datatype type, MPI_Message* message, MPI_Request* request) {
+  if (fits_int(count)) return MPI_Imrecv(buf, static_cast<int>(count), type, message, request);
+  counters().add(Counter::recv_passed);
+  return next::Imrecv_c(buf, count, type, message, request);
 }
 
 #endif  // VENEER_HAVE_LARGE_COUNT

@@ -1,10 +1,16 @@
-// Sends and receives of non-contiguous host data: Veneer packs into a staging
-// buffer and moves bytes; receives land in staging and are unpacked when they
-// complete. The status the user sees is the library's own for the byte
-// transfer, which carries the same source, tag, error and byte count, so
-// MPI_Get_count/MPI_Get_elements on the user's type answer as for a typed receive.
-// Device buffers (interposer/device.h) travel the same way, packed on the GPU
-// into pinned host memory (or device memory for a CUDA-aware library).
+// Sends and receives. Each entry point asks p2p_passes() first (the common
+// pass-through, a few instructions without a stack frame); the rest builds
+// one Outgoing / Incoming (interposer/p2p.h) per side and acts on it along
+// one path, whichever route (pass, host-staged, device-staged) it chose.
+// Non-contiguous host data is packed into staging and moved as bytes;
+// receives land in staging and are unpacked when they complete. The status
+// the user sees is the library's own for the byte transfer, which carries the
+// same source, tag, error and byte count, so MPI_Get_count/MPI_Get_elements
+// on the user's type answer as for a typed receive. Device buffers
+// (interposer/device.h) travel the same way, packed on the GPU into pinned
+// host memory (or device memory for a CUDA-aware library).
+#include "interposer/p2p.h"
+
 #include <mpi.h>
 
 #include <climits>
@@ -15,40 +21,18 @@
 #include "interposer/requests.h"
 #include "interposer/switchboard.h"
 #include "support/counters.h"
+#include "support/log.h"
 #include "support/staging.h"
 
-using namespace veneer;
-
+namespace veneer {
 namespace {
-
-using SendFn = int (*)(const void*, int, MPI_Datatype, int, int, MPI_Comm);
-using IsendFn = int (*)(const void*, int, MPI_Datatype, int, int, MPI_Comm, MPI_Request*);
-
-Staging pack_staging(const datatypes::Layout& layout, int count, const void* buf, int64_t& bytes) {
-  bytes = layout.size * count;
-  Staging staging(static_cast<size_t>(bytes));
-  if (!staging.get()) return staging;  // out of memory: the caller passes through
-  datatypes::pack_all(layout, count, buf, staging.get());
-  counters().add(Counter::bytes_packed, static_cast<uint64_t>(bytes));
-  return staging;
-}
 
 // Receives that failed for another reason than truncation have no data to unpack.
 bool has_data(int rc) {
   if (rc == MPI_SUCCESS) return true;
   int cls = MPI_SUCCESS;
-  PMPI_Error_class(rc, &cls);
+  if (PMPI_Error_class(rc, &cls) != MPI_SUCCESS) return false;
   return cls == MPI_ERR_TRUNCATE;
-}
-
-void unpack_received(const datatypes::Layout& layout, int count, void* buf, const char* staging, int64_t capacity,
-                     const MPI_Status& status) {
-  MPI_Count received = 0;
-  PMPI_Get_elements_x(&status, MPI_BYTE, &received);
-  if (received == MPI_UNDEFINED || received <= 0) return;
-  const int64_t n = std::min<int64_t>(received, capacity);
-  datatypes::unpack(layout, count, buf, 0, n, staging);
-  counters().add(Counter::bytes_unpacked, static_cast<uint64_t>(n));
 }
 
 // A device buffer Veneer carries for a send or receive with `peer`, or empty.
@@ -65,92 +49,203 @@ device::Carried carried(const void* buf, int count, MPI_Datatype type, int peer)
   return c;
 }
 
-// Unpacks a received message into a device buffer; the library's return code,
-// or MPI_ERR_INTERN if the device failed (the data did not arrive).
-int unpack_device(const device::Carried& c, int count, void* buf, const device::Packed& landing,
-                  const MPI_Status& status, int rc) {
-  MPI_Count received = 0;
-  PMPI_Get_elements_x(&status, MPI_BYTE, &received);
-  if (received == MPI_UNDEFINED || received <= 0) return rc;
-  return device::unpack_from_library(c, count, buf, landing, received) ? rc : MPI_ERR_INTERN;
+}  // namespace
+
+Outgoing outgoing(const void* buf, int count, MPI_Datatype type, int peer, MPI_Comm comm, Routes routes) {
+  Outgoing out;
+  out.buf = out.user = buf;
+  out.count = out.user_count = count;
+  out.type = type;
+  if (device::Carried c = carried(buf, count, type, peer)) {
+    // A persistent send packs at every MPI_Start: only its staging now.
+    const bool ok = routes == Routes::device_only ? device::landing_for_library(c, out.device)
+                                                  : device::pack_for_library(c, count, buf, out.device);
+    if (!ok) {
+      log(LogLevel::warn, "a device send buffer of %lld bytes could not be staged; handed to the library as it is",
+          static_cast<long long>(c.bytes));
+      out.device = {};
+      counters().add(Counter::device_passed);
+      return out;
+    }
+    out.route = Route::device;
+    out.buf = out.device.storage.get();
+    out.count = static_cast<int>(c.bytes);
+    out.type = MPI_BYTE;
+    out.carried = std::move(c);
+    counters().add(Counter::send_taken);
+    return out;
+  }
+  auto layout = routes == Routes::any ? p2p_layout(buf, count, type, peer, comm) : nullptr;
+  if (layout) {
+    const int64_t bytes = layout->size * count;
+    ScopedTimer timer;
+    out.host = Staging(static_cast<size_t>(bytes));
+    if (out.host.get()) {
+      datatypes::pack_all(*layout, count, buf, out.host.get());
+      counters().add(Counter::bytes_packed, static_cast<uint64_t>(bytes));
+      counters().add(Counter::send_taken);
+      out.route = Route::host;
+      out.buf = out.host.get();
+      out.count = static_cast<int>(bytes);
+      out.type = MPI_BYTE;
+      return out;
+    }
+    log(LogLevel::debug, "no staging memory for a %lld-byte send: passed through", static_cast<long long>(bytes));
+  }
+  counters().add(Counter::send_passed);
+  return out;
 }
+
+Incoming incoming(void* buf, int count, MPI_Datatype type, int peer, MPI_Comm comm, Routes routes) {
+  Incoming in;
+  in.buf = in.user = buf;
+  in.count = in.user_count = count;
+  in.type = type;
+  if (device::Carried c = carried(buf, count, type, peer)) {
+    if (!device::landing_for_library(c, in.device)) {
+      log(LogLevel::warn, "no landing zone for a %lld-byte device receive; handed to the library as it is",
+          static_cast<long long>(c.bytes));
+      in.device = {};
+      counters().add(Counter::device_passed);
+      return in;
+    }
+    in.route = Route::device;
+    in.buf = in.device.storage.get();
+    in.count = static_cast<int>(c.bytes);
+    in.type = MPI_BYTE;
+    in.capacity = c.bytes;
+    in.carried = std::move(c);
+    counters().add(Counter::recv_taken);
+    return in;
+  }
+  auto layout = routes == Routes::any ? p2p_layout(buf, count, type, peer, comm) : nullptr;
+  if (layout) {
+    const int64_t bytes = layout->size * count;
+    in.host = Staging(static_cast<size_t>(bytes));
+    if (in.host.get()) {
+      in.route = Route::host;
+      in.buf = in.host.get();
+      in.count = static_cast<int>(bytes);
+      in.type = MPI_BYTE;
+      in.capacity = bytes;
+      in.layout = std::move(layout);
+      counters().add(Counter::recv_taken);
+      return in;
+    }
+    log(LogLevel::debug, "no staging memory for a %lld-byte receive: passed through", static_cast<long long>(bytes));
+  }
+  counters().add(Counter::recv_passed);
+  return in;
+}
+
+int repack(Outgoing& out) {
+  if (out.route != Route::device) return MPI_SUCCESS;
+  const bool on_device = out.device.storage.kind() == kernels::PooledBuffer::Kind::device;
+  if (device::pack_into(out.carried, out.user_count, out.user, out.device.storage.get(), on_device)) return MPI_SUCCESS;
+  log(LogLevel::error, "packing a %lld-byte device send buffer for MPI_Start failed (see the device messages above)",
+      static_cast<long long>(out.carried.bytes));
+  return MPI_ERR_INTERN;
+}
+
+int finish(Incoming& in, const MPI_Status& st, int rc) {
+  if (in.route == Route::pass || in.unpacked) return rc;
+  in.unpacked = true;
+  if (!has_data(rc)) return rc;
+  MPI_Count received = 0;
+  if (PMPI_Get_elements_x(&st, MPI_BYTE, &received) != MPI_SUCCESS || received == MPI_UNDEFINED || received <= 0)
+    return rc;
+  if (in.route == Route::host) {
+    ScopedTimer timer;
+    const int64_t n = std::min<int64_t>(received, in.capacity);
+    datatypes::unpack(*in.layout, in.user_count, in.user, 0, n, in.host.get());
+    counters().add(Counter::bytes_unpacked, static_cast<uint64_t>(n));
+    return rc;
+  }
+  if (device::unpack_from_library(in.carried, in.user_count, in.user, in.device, received)) return rc;
+  log(LogLevel::error, "unpacking %lld received bytes into device memory failed (see the device messages above)",
+      static_cast<long long>(received));
+  return MPI_ERR_INTERN;
+}
+
+}  // namespace veneer
+
+using namespace veneer;
+
+namespace {
+
+using SendFn = int (*)(const void*, int, MPI_Datatype, int, int, MPI_Comm);
+using IsendFn = int (*)(const void*, int, MPI_Datatype, int, int, MPI_Comm, MPI_Request*);
+using RecvInitFn = int (*)(void*, int, MPI_Datatype, int, int, MPI_Comm, MPI_Request*);
 
 int blocking_send(SendFn fn, const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm) {
   if (p2p_passes(count, type, dest)) {
     counters().add(Counter::send_passed);
     return fn(buf, count, type, dest, tag, comm);
   }
-  if (device::Carried c = carried(buf, count, type, dest)) {
-    device::Packed packed;
-    if (device::pack_for_library(c, count, buf, packed)) {
-      counters().add(Counter::send_taken);
-      return fn(packed.data, static_cast<int>(packed.bytes), MPI_BYTE, dest, tag, comm);
-    }
-    counters().add(Counter::device_passed);
-    return fn(buf, count, type, dest, tag, comm);
-  }
-  auto layout = p2p_layout(buf, count, type, dest, comm);
-  if (!layout) {
-    counters().add(Counter::send_passed);
-    return fn(buf, count, type, dest, tag, comm);
-  }
-  int64_t bytes = 0;
-  Staging staging;
-  {
-    ScopedTimer timer;
-    staging = pack_staging(*layout, count, buf, bytes);
-  }
-  if (!staging.get()) return fn(buf, count, type, dest, tag, comm);
-  counters().add(Counter::send_taken);
-  return fn(staging.get(), static_cast<int>(bytes), MPI_BYTE, dest, tag, comm);
+  const Outgoing out = outgoing(buf, count, type, dest, comm);
+  return fn(out.buf, out.count, out.type, dest, tag, comm);
 }
 
+// Nonblocking sends, and (`routes` device_only) the persistent ones: the
+// staging lives in the request table until the request completes (is freed).
 int nonblocking_send(IsendFn fn, const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
-                     MPI_Request* request) {
-  if (p2p_passes(count, type, dest)) {
+                     MPI_Request* request, Routes routes = Routes::any) {
+  if (p2p_passes(count, type, dest) || !request) {
     counters().add(Counter::send_passed);
     return fn(buf, count, type, dest, tag, comm, request);
   }
-  if (device::Carried c = request ? carried(buf, count, type, dest) : device::Carried{}) {
+  Outgoing out = outgoing(buf, count, type, dest, comm, routes);
+  const int rc = fn(out.buf, out.count, out.type, dest, tag, comm, request);
+  if (rc == MPI_SUCCESS && out.route != Route::pass) {
     Pending pending;
-    if (!device::pack_for_library(c, count, buf, pending.device_staging)) {
-      counters().add(Counter::device_passed);
-      return fn(buf, count, type, dest, tag, comm, request);
-    }
-    const int rc = fn(pending.device_staging.data, static_cast<int>(pending.device_staging.bytes), MPI_BYTE, dest, tag,
-                      comm, request);
-    if (rc == MPI_SUCCESS) {
-      requests::track(*request, std::move(pending));
-      counters().add(Counter::send_taken);
-    }
-    return rc;
-  }
-  auto layout = request ? p2p_layout(buf, count, type, dest, comm) : nullptr;
-  if (!layout) {
-    counters().add(Counter::send_passed);
-    return fn(buf, count, type, dest, tag, comm, request);
-  }
-  Pending pending;
-  {
-    ScopedTimer timer;
-    pending.staging = pack_staging(*layout, count, buf, pending.capacity);
-  }
-  if (!pending.staging.get()) return fn(buf, count, type, dest, tag, comm, request);
-  const int rc = fn(pending.staging.get(), static_cast<int>(pending.capacity), MPI_BYTE, dest, tag, comm, request);
-  if (rc == MPI_SUCCESS) {
+    pending.out = std::move(out);
+    pending.persistent = routes == Routes::device_only;
     requests::track(*request, std::move(pending));
-    counters().add(Counter::send_taken);
+  }
+  return rc;
+}
+
+int nonblocking_recv(RecvInitFn fn, void* buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm,
+                     MPI_Request* request, Routes routes = Routes::any) {
+  if (p2p_passes(count, type, source) || !request) {
+    counters().add(Counter::recv_passed);
+    return fn(buf, count, type, source, tag, comm, request);
+  }
+  Incoming in = incoming(buf, count, type, source, comm, routes);
+  const int rc = fn(in.buf, in.count, in.type, source, tag, comm, request);
+  if (rc == MPI_SUCCESS && in.route != Route::pass) {
+    Pending pending;
+    pending.is_recv = true;
+    pending.in = std::move(in);
+    pending.persistent = routes == Routes::device_only;
+    requests::track(*request, std::move(pending));
   }
   return rc;
 }
 
 // Out of line with the entry point's own arguments, so the entry point jumps here without a frame.
 [[gnu::noinline]] int send_slow(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm) {
-  return blocking_send(next::Send, buf, count, type, dest, tag, comm);
+  const Outgoing out = outgoing(buf, count, type, dest, comm);
+  return next::Send(out.buf, out.count, out.type, dest, tag, comm);
 }
 [[gnu::noinline]] int isend_slow(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
                                  MPI_Request* request) {
   return nonblocking_send(next::Isend, buf, count, type, dest, tag, comm, request);
+}
+
+[[gnu::noinline]] int recv_slow(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm,
+                                MPI_Status* status) {
+  Incoming in = incoming(buf, count, type, source, comm);
+  if (in.route == Route::pass) return next::Recv(buf, count, type, source, tag, comm, status);
+  MPI_Status local;
+  MPI_Status* st = status == MPI_STATUS_IGNORE ? &local : status;
+  const int rc = next::Recv(in.buf, in.count, in.type, source, tag, comm, st);
+  return finish(in, *st, rc);
+}
+
+[[gnu::noinline]] int irecv_slow(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm,
+                                 MPI_Request* request) {
+  return nonblocking_recv(next::Irecv, buf, count, type, source, tag, comm, request);
 }
 
 }  // namespace
@@ -168,6 +263,9 @@ extern "C" int MPI_Ssend(const void* buf, int count, MPI_Datatype type, int dest
 extern "C" int MPI_Rsend(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm) {
   return blocking_send(next::Rsend, buf, count, type, dest, tag, comm);
 }
+extern "C" int MPI_Bsend(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm) {
+  return blocking_send(next::Bsend, buf, count, type, dest, tag, comm);
+}
 extern "C" int MPI_Isend(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
                          MPI_Request* request) {
   if (p2p_passes(count, type, dest)) {
@@ -180,85 +278,14 @@ extern "C" int MPI_Issend(const void* buf, int count, MPI_Datatype type, int des
                           MPI_Request* request) {
   return nonblocking_send(next::Issend, buf, count, type, dest, tag, comm, request);
 }
-
-namespace {
-[[gnu::noinline]] int recv_slow(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm,
-                                MPI_Status* status) {
-  if (device::Carried c = carried(buf, count, type, source)) {
-    device::Packed landing;
-    if (!device::landing_for_library(c, landing)) {
-      counters().add(Counter::device_passed);
-      return next::Recv(buf, count, type, source, tag, comm, status);
-    }
-    MPI_Status local;
-    MPI_Status* st = status == MPI_STATUS_IGNORE ? &local : status;
-    int rc = next::Recv(landing.storage.get(), static_cast<int>(c.bytes), MPI_BYTE, source, tag, comm, st);
-    if (has_data(rc)) rc = unpack_device(c, count, buf, landing, *st, rc);
-    counters().add(Counter::recv_taken);
-    return rc;
-  }
-  auto layout = p2p_layout(buf, count, type, source, comm);
-  if (!layout) {
-    counters().add(Counter::recv_passed);
-    return next::Recv(buf, count, type, source, tag, comm, status);
-  }
-  const int64_t bytes = layout->size * count;
-  Staging staging(static_cast<size_t>(bytes));
-  if (!staging.get()) return next::Recv(buf, count, type, source, tag, comm, status);
-  MPI_Status local;
-  MPI_Status* st = status == MPI_STATUS_IGNORE ? &local : status;
-  const int rc = next::Recv(staging.get(), static_cast<int>(bytes), MPI_BYTE, source, tag, comm, st);
-  if (has_data(rc)) {
-    ScopedTimer timer;
-    unpack_received(*layout, count, buf, staging.get(), bytes, *st);
-  }
-  counters().add(Counter::recv_taken);
-  return rc;
+extern "C" int MPI_Ibsend(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
+                          MPI_Request* request) {
+  return nonblocking_send(next::Ibsend, buf, count, type, dest, tag, comm, request);
 }
-
-[[gnu::noinline]] int irecv_slow(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm,
-                                 MPI_Request* request) {
-  if (device::Carried c = request ? carried(buf, count, type, source) : device::Carried{}) {
-    Pending pending;
-    pending.is_recv = true;
-    if (!device::landing_for_library(c, pending.device_staging)) {
-      counters().add(Counter::device_passed);
-      return next::Irecv(buf, count, type, source, tag, comm, request);
-    }
-    pending.buf = buf;
-    pending.count = count;
-    const int rc = next::Irecv(pending.device_staging.storage.get(), static_cast<int>(c.bytes), MPI_BYTE, source, tag,
-                               comm, request);
-    pending.carried = std::move(c);
-    if (rc == MPI_SUCCESS) {
-      requests::track(*request, std::move(pending));
-      counters().add(Counter::recv_taken);
-    }
-    return rc;
-  }
-  auto layout = request ? p2p_layout(buf, count, type, source, comm) : nullptr;
-  if (!layout) {
-    counters().add(Counter::recv_passed);
-    return next::Irecv(buf, count, type, source, tag, comm, request);
-  }
-  Pending pending;
-  pending.is_recv = true;
-  pending.capacity = layout->size * count;
-  pending.staging = Staging(static_cast<size_t>(pending.capacity));
-  if (!pending.staging.get()) return next::Irecv(buf, count, type, source, tag, comm, request);
-  pending.layout = layout;
-  pending.buf = buf;
-  pending.count = count;
-  const int rc =
-      next::Irecv(pending.staging.get(), static_cast<int>(pending.capacity), MPI_BYTE, source, tag, comm, request);
-  if (rc == MPI_SUCCESS) {
-    requests::track(*request, std::move(pending));
-    counters().add(Counter::recv_taken);
-  }
-  return rc;
+extern "C" int MPI_Irsend(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
+                          MPI_Request* request) {
+  return nonblocking_send(next::Irsend, buf, count, type, dest, tag, comm, request);
 }
-
-}  // namespace
 
 // The common pass-through in a few instructions (no stack frame), the rest out of line.
 extern "C" int MPI_Recv(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm,
@@ -284,159 +311,87 @@ extern "C" int MPI_Irecv(void* buf, int count, MPI_Datatype type, int source, in
 // (CUDA-aware library: device) memory and is unpacked from there; everything
 // else, host buffers of any type included, goes to the library.
 extern "C" int MPI_Mrecv(void* buf, int count, MPI_Datatype type, MPI_Message* message, MPI_Status* status) {
-  if (message && *message != MPI_MESSAGE_NO_PROC) {
-    if (device::Carried c = carried(buf, count, type, 0)) {
-      device::Packed landing;
-      if (device::landing_for_library(c, landing)) {
-        MPI_Status local;
-        MPI_Status* st = status == MPI_STATUS_IGNORE ? &local : status;
-        int rc = next::Mrecv(landing.storage.get(), static_cast<int>(c.bytes), MPI_BYTE, message, st);
-        if (has_data(rc)) rc = unpack_device(c, count, buf, landing, *st, rc);
-        counters().add(Counter::recv_taken);
-        return rc;
-      }
-      counters().add(Counter::device_passed);
-    }
+  if (!message || *message == MPI_MESSAGE_NO_PROC) {
+    counters().add(Counter::recv_passed);
+    return next::Mrecv(buf, count, type, message, status);
   }
-  counters().add(Counter::recv_passed);
-  return next::Mrecv(buf, count, type, message, status);
+  Incoming in = incoming(buf, count, type, 0, MPI_COMM_NULL, Routes::device_only);
+  if (in.route == Route::pass) return next::Mrecv(buf, count, type, message, status);
+  MPI_Status local;
+  MPI_Status* st = status == MPI_STATUS_IGNORE ? &local : status;
+  const int rc = next::Mrecv(in.buf, in.count, in.type, message, st);
+  return finish(in, *st, rc);
 }
 
 extern "C" int MPI_Imrecv(void* buf, int count, MPI_Datatype type, MPI_Message* message, MPI_Request* request) {
-  if (request && message && *message != MPI_MESSAGE_NO_PROC) {
-    if (device::Carried c = carried(buf, count, type, 0)) {
-      Pending pending;
-      pending.is_recv = true;
-      if (device::landing_for_library(c, pending.device_staging)) {
-        pending.buf = buf;
-        pending.count = count;
-        const int rc =
-            next::Imrecv(pending.device_staging.storage.get(), static_cast<int>(c.bytes), MPI_BYTE, message, request);
-        pending.carried = std::move(c);
-        if (rc == MPI_SUCCESS) {
-          requests::track(*request, std::move(pending));
-          counters().add(Counter::recv_taken);
-        }
-        return rc;
-      }
-      counters().add(Counter::device_passed);
-    }
+  if (!request || !message || *message == MPI_MESSAGE_NO_PROC) {
+    counters().add(Counter::recv_passed);
+    return next::Imrecv(buf, count, type, message, request);
   }
-  counters().add(Counter::recv_passed);
-  return next::Imrecv(buf, count, type, message, request);
+  Incoming in = incoming(buf, count, type, 0, MPI_COMM_NULL, Routes::device_only);
+  const int rc = next::Imrecv(in.buf, in.count, in.type, message, request);
+  if (rc == MPI_SUCCESS && in.route != Route::pass) {
+    Pending pending;
+    pending.is_recv = true;
+    pending.in = std::move(in);
+    requests::track(*request, std::move(pending));
+  }
+  return rc;
 }
 
-// Sendrecv: each side independently passed through, packed on the host, or
-// carried from/to device memory.
+// Sendrecv: each side on its own route.
 extern "C" int MPI_Sendrecv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, int dest, int sendtag,
                             void* recvbuf, int recvcount, MPI_Datatype recvtype, int source, int recvtag, MPI_Comm comm,
                             MPI_Status* status) {
-  device::Carried sdev = carried(sendbuf, sendcount, sendtype, dest);
-  device::Carried rdev = carried(recvbuf, recvcount, recvtype, source);
-  auto slayout = sdev ? nullptr : p2p_layout(sendbuf, sendcount, sendtype, dest, comm);
-  auto rlayout = rdev ? nullptr : p2p_layout(recvbuf, recvcount, recvtype, source, comm);
-  auto pass = [&] {
-    return next::Sendrecv(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag,
+  const Outgoing out = outgoing(sendbuf, sendcount, sendtype, dest, comm);
+  Incoming in = incoming(recvbuf, recvcount, recvtype, source, comm);
+  if (in.route == Route::pass)
+    return next::Sendrecv(out.buf, out.count, out.type, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag,
                           comm, status);
-  };
-  if (!sdev && !rdev && !slayout && !rlayout) {
-    counters().add(Counter::send_passed);
-    counters().add(Counter::recv_passed);
-    return pass();
-  }
-  Staging sstage, rstage;
-  device::Packed sdevstage, rdevstage;
-  const void* sbuf = sendbuf;
-  int scount = sendcount;
-  MPI_Datatype stype = sendtype;
-  if (sdev) {
-    if (!device::pack_for_library(sdev, sendcount, sendbuf, sdevstage)) return pass();
-    sbuf = sdevstage.data;
-    scount = static_cast<int>(sdevstage.bytes);
-    stype = MPI_BYTE;
-  } else if (slayout) {
-    ScopedTimer timer;
-    int64_t bytes = 0;
-    sstage = pack_staging(*slayout, sendcount, sendbuf, bytes);
-    if (!sstage.get()) return pass();
-    sbuf = sstage.get();
-    scount = static_cast<int>(bytes);
-    stype = MPI_BYTE;
-  }
-  void* rbuf = recvbuf;
-  int rcount = recvcount;
-  MPI_Datatype rtype = recvtype;
-  int64_t rbytes = 0;
-  if (rdev) {
-    if (!device::landing_for_library(rdev, rdevstage)) return pass();
-    rbuf = rdevstage.storage.get();
-    rcount = static_cast<int>(rdev.bytes);
-    rtype = MPI_BYTE;
-  } else if (rlayout) {
-    rbytes = rlayout->size * recvcount;
-    rstage = Staging(static_cast<size_t>(rbytes));
-    if (!rstage.get()) return pass();
-    rbuf = rstage.get();
-    rcount = static_cast<int>(rbytes);
-    rtype = MPI_BYTE;
-  }
-  counters().add(sdev || slayout ? Counter::send_taken : Counter::send_passed);
-  counters().add(rdev || rlayout ? Counter::recv_taken : Counter::recv_passed);
   MPI_Status local;
   MPI_Status* st = status == MPI_STATUS_IGNORE ? &local : status;
-  int rc = next::Sendrecv(sbuf, scount, stype, dest, sendtag, rbuf, rcount, rtype, source, recvtag, comm, st);
-  if (rdev && has_data(rc)) {
-    rc = unpack_device(rdev, recvcount, recvbuf, rdevstage, *st, rc);
-  } else if (rlayout && has_data(rc)) {
-    ScopedTimer timer;
-    unpack_received(*rlayout, recvcount, recvbuf, rstage.get(), rbytes, *st);
-  }
-  return rc;
+  const int rc =
+      next::Sendrecv(out.buf, out.count, out.type, dest, sendtag, in.buf, in.count, in.type, source, recvtag, comm, st);
+  return finish(in, *st, rc);
 }
 
+// Sendrecv_replace: a side Veneer stages has its own buffer (the packed send
+// is a copy; the receive lands apart and is unpacked after), so the pair
+// becomes a Sendrecv; only when both pass does the library see the replace.
 extern "C" int MPI_Sendrecv_replace(void* buf, int count, MPI_Datatype type, int dest, int sendtag, int source,
                                     int recvtag, MPI_Comm comm, MPI_Status* status) {
-  const int peer = dest == MPI_PROC_NULL ? source : dest;
-  auto pass = [&] { return next::Sendrecv_replace(buf, count, type, dest, sendtag, source, recvtag, comm, status); };
-  if (device::Carried c = carried(buf, count, type, peer)) {
-    // Packed out of the device, received into a second buffer, unpacked back.
-    device::Packed out, in;
-    if (!device::pack_for_library(c, count, buf, out) || !device::landing_for_library(c, in)) {
-      counters().add(Counter::device_passed);
-      return pass();
-    }
-    MPI_Status local;
-    MPI_Status* st = status == MPI_STATUS_IGNORE ? &local : status;
-    const int bytes = static_cast<int>(c.bytes);
-    int rc = next::Sendrecv(out.data, bytes, MPI_BYTE, dest, sendtag, in.storage.get(), bytes, MPI_BYTE, source,
-                            recvtag, comm, st);
-    if (source != MPI_PROC_NULL && has_data(rc)) rc = unpack_device(c, count, buf, in, *st, rc);
-    counters().add(Counter::send_taken);
-    counters().add(Counter::recv_taken);
-    return rc;
-  }
-  auto layout = p2p_layout(buf, count, type, peer, comm);
-  if (!layout) {
-    counters().add(Counter::send_passed);
-    return pass();
-  }
-  int64_t bytes = 0;
-  Staging out;
-  {
-    ScopedTimer timer;
-    out = pack_staging(*layout, count, buf, bytes);
-  }
-  Staging in(static_cast<size_t>(bytes));
-  if (!out.get() || !in.get()) return pass();
+  const Outgoing out = outgoing(buf, count, type, dest, comm);
+  Incoming in = incoming(buf, count, type, source, comm);
+  if (out.route == Route::pass && in.route == Route::pass)
+    return next::Sendrecv_replace(buf, count, type, dest, sendtag, source, recvtag, comm, status);
   MPI_Status local;
   MPI_Status* st = status == MPI_STATUS_IGNORE ? &local : status;
-  const int rc = next::Sendrecv(out.get(), static_cast<int>(bytes), MPI_BYTE, dest, sendtag, in.get(),
-                                static_cast<int>(bytes), MPI_BYTE, source, recvtag, comm, st);
-  if (source != MPI_PROC_NULL && has_data(rc)) {
-    ScopedTimer timer;
-    unpack_received(*layout, count, buf, in.get(), bytes, *st);
-  }
-  counters().add(Counter::send_taken);
-  counters().add(Counter::recv_taken);
-  return rc;
+  const int rc =
+      next::Sendrecv(out.buf, out.count, out.type, dest, sendtag, in.buf, in.count, in.type, source, recvtag, comm, st);
+  return finish(in, *st, rc);
+}
+
+// Persistent sends and receives: a device buffer gets its staging once, the
+// library a persistent request on it; MPI_Start packs into it again
+// (interposer/persistent.cpp), completion unpacks and leaves the request
+// inactive. Host buffers of any type pass through.
+extern "C" int MPI_Send_init(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
+                             MPI_Request* request) {
+  return nonblocking_send(next::Send_init, buf, count, type, dest, tag, comm, request, Routes::device_only);
+}
+extern "C" int MPI_Ssend_init(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
+                              MPI_Request* request) {
+  return nonblocking_send(next::Ssend_init, buf, count, type, dest, tag, comm, request, Routes::device_only);
+}
+extern "C" int MPI_Bsend_init(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
+                              MPI_Request* request) {
+  return nonblocking_send(next::Bsend_init, buf, count, type, dest, tag, comm, request, Routes::device_only);
+}
+extern "C" int MPI_Rsend_init(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
+                              MPI_Request* request) {
+  return nonblocking_send(next::Rsend_init, buf, count, type, dest, tag, comm, request, Routes::device_only);
+}
+extern "C" int MPI_Recv_init(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm,
+                             MPI_Request* request) {
+  return nonblocking_recv(next::Recv_init, buf, count, type, source, tag, comm, request, Routes::device_only);
 }

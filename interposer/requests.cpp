@@ -4,7 +4,6 @@
 #include <unordered_map>
 #include <vector>
 
-#include "datatypes/pack.h"
 #include "interposer/forward.h"
 #include "support/counters.h"
 #include "support/handle.h"
@@ -76,24 +75,14 @@ bool tracked(MPI_Request req) {
 }
 
 void complete(Pending& p, const MPI_Status& status) {
-  if (!p.is_recv || p.unpacked) return;
+  if (!p.is_recv || p.in.unpacked || (p.persistent && !p.active)) return;
   int cancelled = 0;
-  PMPI_Test_cancelled(&status, &cancelled);
-  if (cancelled) return;
-  MPI_Count received = 0;
-  PMPI_Get_elements_x(&status, MPI_BYTE, &received);
-  if (received == MPI_UNDEFINED || received < 0) return;
-  if (p.carried) {
-    // Failures of the device are logged by the transfer; the status stays the library's.
-    if (!device::unpack_from_library(p.carried, p.count, p.buf, p.device_staging, received))
-      log(LogLevel::error, "unpacking a received message into device memory failed");
-    p.unpacked = true;
+  if (PMPI_Test_cancelled(&status, &cancelled) != MPI_SUCCESS || cancelled) {
+    p.in.unpacked = true;
     return;
   }
-  const int64_t n = std::min<int64_t>(received, p.capacity);
-  datatypes::unpack(*p.layout, p.count, p.buf, 0, n, p.staging.get());
-  counters().add(Counter::bytes_unpacked, static_cast<uint64_t>(n));
-  p.unpacked = true;
+  // A failure is logged by finish(); the status stays the library's.
+  finish(p.in, status, MPI_SUCCESS);
 }
 
 void unpack_now(MPI_Request req, const MPI_Status& status) {
@@ -120,6 +109,8 @@ void progress_detached() {
     MPI_Status status;
     if (PMPI_Test(&req, &flag, &status) == MPI_SUCCESS && flag) {
       complete(pending, status);
+      if (pending.persistent && PMPI_Request_free(&req) != MPI_SUCCESS)
+        log(LogLevel::warn, "freeing a completed persistent request failed");
       t.detached[i] = std::move(t.detached.back());
       t.detached.pop_back();
     } else {
@@ -135,19 +126,22 @@ void drain_detached() {
   for (auto& [req, pending] : t.detached) {
     int flag = 0;
     MPI_Status status;
-    PMPI_Test(&req, &flag, &status);
+    if (PMPI_Test(&req, &flag, &status) != MPI_SUCCESS) flag = 0;
     if (!flag && pending.is_recv) {
       // Nobody matched it: cancel rather than hang in MPI_Finalize.
-      PMPI_Cancel(&req);
-      PMPI_Test(&req, &flag, &status);
+      if (PMPI_Cancel(&req) != MPI_SUCCESS || PMPI_Test(&req, &flag, &status) != MPI_SUCCESS) flag = 0;
     }
     if (!flag) {
       // Still in the library's hands: its staging memory must outlive it.
-      pending.staging.leak();
-      pending.device_staging.storage.leak();
+      pending.out.host.leak();
+      pending.out.device.storage.leak();
+      pending.in.host.leak();
+      pending.in.device.storage.leak();
       continue;
     }
     complete(pending, status);
+    if (pending.persistent && PMPI_Request_free(&req) != MPI_SUCCESS)
+      log(LogLevel::warn, "freeing a completed persistent request at MPI_Finalize failed");
   }
   t.detached.clear();
   g_live.store(static_cast<int64_t>(t.live.size()), std::memory_order_release);

@@ -1,6 +1,6 @@
 #pragma once
 // Veneer's request table: the library's request handle of every nonblocking
-// operation Veneer started for the user, with what must happen when it
+// or persistent operation Veneer took over for the user, with what must happen when it
 // completes (free the staging buffer; for receives, unpack into the user's
 // buffer). Every completion call consults it; it costs one atomic load when empty.
 #include <mpi.h>
@@ -12,22 +12,18 @@
 #include <utility>
 #include <vector>
 
-#include "datatypes/layout.h"
-#include "interposer/device.h"
-#include "support/staging.h"
+#include "interposer/p2p.h"
 
 namespace veneer {
 
 struct Pending {
   bool is_recv = false;
-  Staging staging;                                  // packed bytes (send: source; recv: landing zone)
-  int64_t capacity = 0;                             // bytes in staging
-  std::shared_ptr<const datatypes::Layout> layout;  // recv: how to unpack
-  void* buf = nullptr;                              // recv: the user's buffer
-  int64_t count = 0;                                // recv: the user's count
-  bool unpacked = false;                            // recv: already unpacked by Request_get_status
-  device::Carried carried;                          // a device buffer: how to unpack into it
-  device::Packed device_staging;                    // its packed bytes (pinned host or device memory)
+  Outgoing out;  // a send: its staging lives until the request completes
+  Incoming in;   // a receive: where it lands and how it is unpacked
+  // A persistent request (MPI_Send_init ..., MPI_Recv_init): its entry stays
+  // while the request exists; `active` between MPI_Start and its completion.
+  bool persistent = false;
+  bool active = false;
 };
 
 namespace requests {
@@ -55,7 +51,9 @@ bool tracked(MPI_Request req);
 // Marks a tracked receive as unpacked after doing `fn` once under the lock.
 void unpack_now(MPI_Request req, const MPI_Status& status);
 
-// Finishes a completed operation: unpacks a receive unless it was cancelled.
+// Finishes a completed operation: unpacks a receive unless it was cancelled
+// (a failure is logged; the status stays the library's), once. A persistent
+// request that is not active has nothing to finish.
 void complete(Pending& pending, const MPI_Status& status);
 
 // MPI_Request_free on a tracked request: the library request is kept and

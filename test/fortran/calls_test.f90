@@ -1,5 +1,5 @@
 ! The rest of the calls Veneer takes over, from `include 'mpif.h'`: Init_thread, Ssend,
-! Rsend, Issend, Sendrecv_replace, Waitsome, Testsome, Testany, Testall,
+! Rsend, Issend, Bsend, Ibsend, Irsend, Send_init/Recv_init/Start/Startall, Sendrecv_replace, Waitsome, Testsome, Testany, Testall,
 ! Request_get_status, Request_free, Cancel, Bcast, Reduce, Allgather,
 ! Alltoall, Alltoallv/w, Neighbor_alltoallv/w, Reduce_scatter(_block), each
 ! result checked against a hand-computed reference.
@@ -12,7 +12,7 @@ program calls_test
   integer :: counts(maxr), displs(maxr), rcounts(maxr), rdispls(maxr), types(maxr), rtypes(maxr)
   integer :: ibuf(4 * maxr), iout(2 * maxr), ired(maxr), nsrc(2)
   integer(kind=MPI_ADDRESS_KIND) :: wdispls(maxr), wrdispls(maxr), extent
-  double precision :: sbuf(2 * n), rbuf(2 * n)
+  double precision :: sbuf(2 * n), rbuf(2 * n), bbuf(2 * n)
   logical :: flag, cancelled
   logical :: seen(4)
 
@@ -58,6 +58,37 @@ program calls_test
   if (.not. all(seen(1:2))) call MPI_Waitall(2, reqs, MPI_STATUSES_IGNORE, ierr)
   call check(all(reqs(1:2) == MPI_REQUEST_NULL), 'waitsome requests freed')
   call check_vector(rbuf, right, 'issend + waitsome')
+
+  ! Persistent: Recv_init / Send_init, two rounds of Startall + Waitall, then Start + Wait, then Request_free.
+  call MPI_Recv_init(rbuf, 1, vec, left, 9, MPI_COMM_WORLD, reqs(1), ierr)
+  call MPI_Send_init(sbuf, 1, vec, right, 9, MPI_COMM_WORLD, reqs(2), ierr)
+  do k = 1, 3
+    rbuf = -1d0
+    if (k < 3) call MPI_Startall(2, reqs, ierr)
+    if (k == 3) call MPI_Start(reqs(1), ierr)
+    if (k == 3) call MPI_Start(reqs(2), ierr)
+    call MPI_Waitall(2, reqs, MPI_STATUSES_IGNORE, ierr)
+    call check(all(reqs(1:2) /= MPI_REQUEST_NULL), 'persistent requests stay')
+    call check_vector(rbuf, left, 'send_init/recv_init + start(all)')
+  end do
+  call MPI_Request_free(reqs(1), ierr)
+  call MPI_Request_free(reqs(2), ierr)
+  call check(all(reqs(1:2) == MPI_REQUEST_NULL), 'persistent requests freed')
+
+  ! Bsend, Ibsend (an attached buffer) and Irsend, each receive posted before a barrier.
+  call MPI_Buffer_attach(bbuf, 8 * size(bbuf), ierr)
+  do k = 1, 3
+    rbuf = -1d0
+    call MPI_Irecv(rbuf, 1, vec, left, 9 + k, MPI_COMM_WORLD, reqs(1), ierr)
+    call MPI_Barrier(MPI_COMM_WORLD, ierr)
+    reqs(2) = MPI_REQUEST_NULL
+    if (k == 1) call MPI_Bsend(sbuf, 1, vec, right, 9 + k, MPI_COMM_WORLD, ierr)
+    if (k == 2) call MPI_Ibsend(sbuf, 1, vec, right, 9 + k, MPI_COMM_WORLD, reqs(2), ierr)
+    if (k == 3) call MPI_Irsend(sbuf, 1, vec, right, 9 + k, MPI_COMM_WORLD, reqs(2), ierr)
+    call MPI_Waitall(2, reqs, MPI_STATUSES_IGNORE, ierr)
+    call check_vector(rbuf, left, 'bsend / ibsend / irsend')
+  end do
+  call MPI_Buffer_detach(bbuf, i, ierr)
 
   ! Testsome, Testany and Testall loops.
   rbuf = -1d0
