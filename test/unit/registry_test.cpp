@@ -26,6 +26,7 @@ TEST(Registry, ListsHoldTheirCollectivesAlgorithmsUnderDistinctNames) {
     std::set<std::string_view> names;
     ASSERT_FALSE(alg::algorithms_for(c).empty()) << alg::collective_name(c);
     for (const alg::Algorithm* a : alg::algorithms_for(c)) {
+      ASSERT_NE(a, nullptr) << "a null entry under " << alg::collective_name(c);
       EXPECT_EQ(a->collective, c) << a->name << " listed under " << alg::collective_name(c);
       EXPECT_TRUE(names.insert(a->name).second) << a->name << " twice under " << alg::collective_name(c);
       EXPECT_NE(a->name, "library");
