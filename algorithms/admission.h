@@ -16,9 +16,9 @@ namespace veneer::algorithms {
 bool is_reduction(Collective c);
 
 // The call's part of its Shape (collective, bytes, count, the op's and type's
-// properties, in place) on a communicator of `ranks` ranks; nullopt, with
+// properties, in place) on a communicator of `p` ranks; nullopt, with
 // `why`, when Veneer does not take such a call.
-std::optional<Shape> admit(const Call& c, int ranks, std::string* why = nullptr);
+std::optional<Shape> admit(const Call& c, int p, std::string* why = nullptr);
 // Adds the communicator's part (ranks, nodes, ranks per node, ...) from its hierarchy.
 void place(Shape& s, const Hierarchy& h);
 

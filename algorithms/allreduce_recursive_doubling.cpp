@@ -8,6 +8,29 @@
 
 namespace veneer::algorithms {
 
+namespace {
+
+// The power-of-two ranks' exchanges: `output` holds this rank's (folded-in)
+// vector and ends with the whole result; `scratch` is a second buffer of it.
+int exchange_doubling(const Folding& f, int rank, void* output, void* scratch, int64_t count, const Reduction& r,
+                      MPI_Comm comm, Tag tag) {
+  void* acc = output;
+  void* other = scratch;
+  for (int mask = 1; mask < f.pof2; mask <<= 1) {
+    const int partner = f.original(f.newrank ^ mask);
+    VENEER_TRY(sendrecv(acc, count, r.type.handle, partner, other, count, r.type.handle, partner, tag, comm));
+    if (partner < rank) {
+      VENEER_TRY(reduce_local(other, acc, count, r.type, r.op));
+    } else {
+      VENEER_TRY(reduce_local(acc, other, count, r.type, r.op));
+      std::swap(acc, other);  // the result (mine op partner's) is in the other buffer now
+    }
+  }
+  return acc != output ? copy(output, acc, count, r.type) : MPI_SUCCESS;
+}
+
+}  // namespace
+
 int allreduce_recursive_doubling(const void* input, void* output, int64_t count, const Reduction& r, MPI_Comm comm,
                                  Tag tag) {
   int p = 1, rank = 0;
@@ -18,21 +41,7 @@ int allreduce_recursive_doubling(const void* input, void* output, int64_t count,
   Folding f(p, rank);
   TempBuffer scratch(count, r.type);
   VENEER_TRY(fold_in(f, output, scratch.data(), count, r, comm, tag));
-  if (f.newrank >= 0) {
-    void* acc = output;
-    void* other = scratch.data();
-    for (int mask = 1; mask < f.pof2; mask <<= 1) {
-      const int partner = f.original(f.newrank ^ mask);
-      VENEER_TRY(sendrecv(acc, count, r.type.handle, partner, other, count, r.type.handle, partner, tag, comm));
-      if (partner < rank) {
-        VENEER_TRY(reduce_local(other, acc, count, r.type, r.op));
-      } else {
-        VENEER_TRY(reduce_local(acc, other, count, r.type, r.op));
-        std::swap(acc, other);  // the result (mine op partner's) is in the other buffer now
-      }
-    }
-    if (acc != output) VENEER_TRY(copy(output, acc, count, r.type));
-  }
+  if (f.newrank >= 0) VENEER_TRY(exchange_doubling(f, rank, output, scratch.data(), count, r, comm, tag));
   return fold_out(f, output, count, r.type, comm, tag);
 }
 

@@ -45,6 +45,7 @@ namespace {
 CallCounts& counts() {
   static CallCounts table = [] {
     std::vector<size_t> sizes;
+    sizes.reserve(collective_count);
     for (int i = 0; i < collective_count; ++i) sizes.push_back(algorithms_for(static_cast<Collective>(i)).size());
     return CallCounts(sizes);
   }();

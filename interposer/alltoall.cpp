@@ -360,17 +360,17 @@ bool choose_base(Side& s, bool int_displacements) {
 bool pack_side(const Side& s) {
   ScopedTimer timer;
   const bool on_device = device::library_cuda_aware();
-  for (const Block& b : s.blocks) {
+  // Every block packed, or false at the first device step that failed.
+  return std::ranges::all_of(s.blocks, [&](const Block& b) {
     const void* at = reinterpret_cast<const void*>(b.address);
     if (b.path == Path::host_packed) {
       datatypes::pack_all(*b.layout, b.count, at, s.staging + b.offset);
       counters().add(Counter::bytes_packed, static_cast<uint64_t>(b.bytes));
     } else if (b.path == Path::device_staged) {
-      if (!device::pack_into(s.carried[static_cast<size_t>(b.carried)], b.count, at, s.staging + b.offset, on_device))
-        return false;
+      return device::pack_into(s.carried[static_cast<size_t>(b.carried)], b.count, at, s.staging + b.offset, on_device);
     }
-  }
-  return true;
+    return true;
+  });
 }
 
 // Unpacks the side's staged blocks; MPI_ERR_INTERN if a device step failed.
