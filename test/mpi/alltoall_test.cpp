@@ -209,11 +209,17 @@ void check_alltoallw(int salt, bool in_place) {
             MPI_SUCCESS);
   EXPECT_EQ(out, ref) << "salt " << salt;
   // With int displacements the typed blocks and runs may lie out of reach
-  // of the staging buffer: then the whole side is staged.
+  // of the staging buffer: then the whole side is staged, so more blocks may
+  // be staged than the rule alone would (an allocator that spreads buffers
+  // more than 2 GiB apart does this: AddressSanitizer's).
   EXPECT_EQ(c.taken(), expect.taken() ? 1u : 0u);
   EXPECT_EQ(c.passed(), expect.taken() ? 0u : 1u);
   EXPECT_GE(c.staged(), expect.staged);
-  EXPECT_EQ(c.staged() + c.runs(), expect.taken() ? expect.staged + expect.runs : 0);
+  if (expect.taken()) {
+    EXPECT_GE(c.staged() + c.runs(), expect.staged + expect.runs);
+  } else {
+    EXPECT_EQ(c.staged() + c.runs(), 0u);
+  }
   EXPECT_EQ(c.staged() + c.runs() + c.typed(), expect.taken() ? expect.moving : 0);
 }
 
