@@ -23,6 +23,7 @@ extern "C" {
 // Read and written by the assembly below (hidden: reached PC-relative).
 [[gnu::visibility("hidden")]] void* veneer_next_dlopen = nullptr;
 [[gnu::visibility("hidden")]] unsigned char* veneer_loaded_flag = nullptr;
+[[gnu::visibility("hidden")]] unsigned char* veneer_quiet_flag = nullptr;
 
 // The next dlopen (libc's), for a dlopen that arrives before the constructor below ran.
 [[gnu::visibility("hidden")]] void* veneer_resolve_dlopen() {
@@ -33,8 +34,9 @@ extern "C" {
 
 #if defined(__x86_64__) && defined(__ELF__)
 static_assert(sizeof(std::atomic<unsigned char>) == 1, "the flag is stored as one byte");
-// dlopen(file, mode): raise the flag, then jump to the next dlopen with the
-// arguments (rdi, rsi) and the caller's return address untouched.
+// dlopen(file, mode): raise the flag, lower the pass-through's byte (in that
+// order: kernels/memory_kind.cpp relies on it), then jump to the next dlopen
+// with the arguments (rdi, rsi) and the caller's return address untouched.
 asm(R"(
         .text
         .globl  dlopen
@@ -45,6 +47,8 @@ dlopen:
         testq   %rax, %rax
         jz      1f
         movb    $1, (%rax)
+        movq    veneer_quiet_flag(%rip), %rax
+        movb    $0, (%rax)
 1:      movq    veneer_next_dlopen(%rip), %rax
         testq   %rax, %rax
         jz      2f
@@ -72,8 +76,10 @@ struct WatchAtLoad {
   WatchAtLoad() {
     veneer_resolve_dlopen();
     if (!veneer_next_dlopen) return;  // no dlopen behind ours: nothing is watched
+    std::atomic<unsigned char>* quiet =
+        veneer::kernels::watch_loads(&g_loaded, reinterpret_cast<veneer::kernels::DlopenFn>(veneer_next_dlopen));
+    veneer_quiet_flag = reinterpret_cast<unsigned char*>(quiet);
     veneer_loaded_flag = reinterpret_cast<unsigned char*>(&g_loaded);
-    veneer::kernels::watch_loads(&g_loaded, reinterpret_cast<veneer::kernels::DlopenFn>(veneer_next_dlopen));
   }
 } watch_at_load;
 }  // namespace

@@ -119,8 +119,10 @@ extern std::atomic<DeviceRuntime*> g_installed;
 // The quickest form, for the pass-through path: true only when no buffer can
 // be device memory and that is known without asking anyone; false means
 // "maybe" (ask device_memory_possible() on the full path).
+// One byte and this thread's countdown to the next check (memory_kind.h:
+// detail::g_quiet says there is no runtime installed and no driver).
 [[gnu::always_inline]] inline bool device_memory_surely_absent() {
-  return detail::g_installed.load(std::memory_order_acquire) == nullptr && cuda_driver_surely_absent();
+  return detail::g_quiet.load(std::memory_order_acquire) != 0 && --detail::t_calls_until_recheck > 0;
 }
 // Installs a runtime in place of the built-in one (tests); null restores it.
 // Not synchronised with calls in flight: install before MPI traffic starts.

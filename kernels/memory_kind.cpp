@@ -42,15 +42,8 @@ std::atomic<DlopenFn> g_unwatched_dlopen{nullptr};
 // loaded without dlopen: dlmopen, a static dlopen inside another library).
 constexpr int kRecheckEvery = 4096;
 
-// The driver's cuPointerGetAttributes if the driver is loaded, else null.
-GetAttributes driver() {
-  if (GetAttributes f = get_attributes.load(std::memory_order_acquire)) return f;
-  if (std::atomic<unsigned char>* flag = detail::g_loaded_flag.load(std::memory_order_relaxed)) {
-    // Lowered before asking. A dlopen still running while the loader is asked
-    // loaded its object after the check: the periodic recheck finds it.
-    flag->store(0, std::memory_order_relaxed);
-    detail::t_calls_until_recheck = kRecheckEvery;
-  }
+// Asks the loader: the driver's cuPointerGetAttributes if it is loaded, else null.
+GetAttributes ask_loader() {
   const unsigned long long adds = objects_added();
   if (adds == missing_at_adds.load(std::memory_order_relaxed)) {
     detail::g_driver_missing.store(true, std::memory_order_relaxed);
@@ -79,20 +72,46 @@ GetAttributes driver() {
   return f;
 }
 
+// The driver's cuPointerGetAttributes if the driver is loaded, else null.
+GetAttributes driver() {
+  if (GetAttributes f = get_attributes.load(std::memory_order_acquire)) return f;
+  std::atomic<unsigned char>* flag = detail::g_loaded_flag.load(std::memory_order_relaxed);
+  if (flag) {
+    // Lowered before asking. A dlopen still running while the loader is asked
+    // loaded its object after the check: the periodic recheck finds it.
+    flag->store(0, std::memory_order_relaxed);
+    detail::t_calls_until_recheck = kRecheckEvery;
+  }
+  const GetAttributes f = ask_loader();
+  if (!f && flag && !detail::g_runtime_installed.load(std::memory_order_acquire)) {
+    // Missing, watched, no runtime: the pass-through's one byte says so until
+    // the next dlopen lowers it. Raised, then the flag read: a dlopen since
+    // the flag was lowered (it raises the flag, then lowers this byte) either
+    // shows in the flag here or lowers the byte after this store.
+    detail::g_quiet.store(1, std::memory_order_seq_cst);
+    if (flag->load(std::memory_order_seq_cst) != 0) detail::g_quiet.store(0, std::memory_order_relaxed);
+  }
+  return f;
+}
+
 }  // namespace
 
 namespace detail {
 std::atomic<bool> g_driver_found{false};
 std::atomic<std::atomic<unsigned char>*> g_loaded_flag{nullptr};
 std::atomic<bool> g_driver_missing{false};
+std::atomic<unsigned char> g_quiet{0};
+std::atomic<bool> g_runtime_installed{false};
 constinit thread_local int t_calls_until_recheck [[gnu::tls_model("initial-exec")]] = 0;
 bool cuda_driver_loaded_slow() { return driver() != nullptr; }
 }  // namespace detail
 
-void watch_loads(std::atomic<unsigned char>* loaded_flag, DlopenFn next_dlopen) {
+std::atomic<unsigned char>* watch_loads(std::atomic<unsigned char>* loaded_flag, DlopenFn next_dlopen) {
   g_unwatched_dlopen.store(next_dlopen, std::memory_order_relaxed);
   if (loaded_flag) loaded_flag->store(1, std::memory_order_relaxed);  // first call asks the loader
+  detail::g_quiet.store(0, std::memory_order_relaxed);
   detail::g_loaded_flag.store(loaded_flag, std::memory_order_release);
+  return &detail::g_quiet;
 }
 
 MemoryKind memory_kind(const void* p, int* device) {

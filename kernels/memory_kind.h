@@ -31,6 +31,12 @@ namespace detail {
 extern std::atomic<bool> g_driver_found;                        // the driver was found (it stays)
 extern std::atomic<std::atomic<unsigned char>*> g_loaded_flag;  // see watch_loads()
 extern std::atomic<bool> g_driver_missing;                      // asked, and it was not there
+// One byte for the pass-through: 1 while no buffer of this process can be
+// device memory, known without asking (the driver was asked and missing,
+// nothing was dlopen'ed since, no runtime installed). Raised by the slow
+// check; lowered by every dlopen (the watch) and by installing a runtime.
+extern std::atomic<unsigned char> g_quiet;
+extern std::atomic<bool> g_runtime_installed;  // install_device_runtime() holds a runtime
 extern thread_local constinit int t_calls_until_recheck [[gnu::tls_model("initial-exec")]];
 bool cuda_driver_loaded_slow();
 }  // namespace detail
@@ -63,9 +69,11 @@ bool cuda_driver_loaded_slow();
 // check every few thousand calls per thread still finds. Without a watch,
 // every call asks the loader.
 // `next_dlopen` is the dlopen behind the watch, used for Veneer's own
-// "is it loaded?" question so that asking does not raise the flag.
+// "is it loaded?" question so that asking does not raise the flag. Returns
+// the byte every dlopen must also lower (store 0), after raising the flag:
+// detail::g_quiet, the whole of the pass-through's question.
 using DlopenFn = void* (*)(const char*, int);
-void watch_loads(std::atomic<unsigned char>* loaded_flag, DlopenFn next_dlopen);
+std::atomic<unsigned char>* watch_loads(std::atomic<unsigned char>* loaded_flag, DlopenFn next_dlopen);
 
 const char* to_string(MemoryKind kind);
 
