@@ -78,7 +78,16 @@ const Front& front_fill(uint64_t key, uint64_t epoch, std::shared_ptr<const Layo
   Front& first = t.slots[i];
   Front& second = t.slots[i + 1];
   if (first.key != key && first.epoch == epoch) second = std::move(first);
-  first = Front{key, epoch, std::move(layout)};
+  Front fresh;
+  fresh.key = key;
+  fresh.epoch = epoch;
+  if (layout) {
+    fresh.size = layout->size;
+    fresh.block_count = layout->block_count;
+    fresh.contiguous = layout->contiguous;
+  }
+  fresh.layout = std::move(layout);
+  first = std::move(fresh);
   return first;
 }
 

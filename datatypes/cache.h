@@ -32,11 +32,18 @@ namespace detail {
 // halo code with a type per face and field holds hundreds) so that lookups
 // stay off the shared table. Heap-allocated on a thread's first lookup and
 // reached through one pointer in static TLS (no call into the loader per lookup).
-struct Front {
+// One entry per cache line, holding copies of the layout's facts the
+// pass-through checks read (switchboard.h p2p_passes), so that a hit touches
+// this line and not the layout's.
+struct alignas(64) Front {
   uint64_t key = 0;
   uint64_t epoch = 0;
   std::shared_ptr<const Layout> layout;
+  int64_t size = 0;         // layout->size
+  int64_t block_count = 0;  // layout->block_count
+  bool contiguous = false;  // layout->contiguous
 };
+inline const Front kNoType{};  // MPI_DATATYPE_NULL: known, with no layout
 inline constexpr size_t kFrontSets = 2048;
 struct FrontTable {
   std::array<Front, 2 * kFrontSets> slots;
@@ -56,6 +63,14 @@ inline size_t set_of(uint64_t key) { return 2 * ((key >> 4 ^ key >> 13 ^ key) & 
 }
 const Layout* peek_slow(MPI_Datatype type);
 }  // namespace detail
+
+// This thread's front entry for `type` alone, for the quickest checks (its
+// layout null: a type Veneer does not describe), or null when the front does
+// not know the type (ask peek(), which fills it).
+[[gnu::always_inline]] inline const detail::Front* front_entry(MPI_Datatype type) {
+  if (type == MPI_DATATYPE_NULL) return &detail::kNoType;
+  return detail::front_hit(handle_key(type), detail::g_epoch.load(std::memory_order_acquire));
+}
 
 // This thread's front alone, for the quickest checks: true with *layout set
 // (null: a type Veneer does not describe) when the front knows the type;

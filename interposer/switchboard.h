@@ -99,9 +99,11 @@ inline const datatypes::Layout* pack_layout(int64_t count, MPI_Datatype type, in
   if (!takes_send(c) || peer == MPI_PROC_NULL || count <= 0) return true;
   if (carries_device(c) && !kernels::device_memory_surely_absent()) return false;
   if (!uses_packers(c)) return true;
-  const datatypes::Layout* seen = nullptr;
-  if (!datatypes::peek_front(type, &seen)) return false;  // not seen on this thread yet: the full rules look it up
-  if (!seen || seen->contiguous || seen->size <= 0) return true;
+  // Not seen on this thread yet: the full rules look it up. The facts are
+  // read from the front entry's own line (not the layout's).
+  const datatypes::detail::Front* seen = datatypes::front_entry(type);
+  if (!seen) return false;
+  if (!seen->layout || seen->contiguous || seen->size <= 0) return true;
   // Mean block above the threshold (size / blocks > max, i.e. (max + 1) *
   // blocks <= size, exactly and without a division): the library's own copy
   // loop is as fast (see p2p_layout). max >= size never passes, so max + 1

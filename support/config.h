@@ -32,16 +32,18 @@ enum class DeviceReduce { automatic, host, device };
 // calibrated machine profile, or the user's variable (which always wins).
 enum class ThresholdOrigin { built_in, profile, environment };
 
-struct Config {
+// The fields every passed-through call reads (the switches, report, the send
+// thresholds) come first, so that they share one cache line.
+struct alignas(64) Config {
   bool enabled = true;                  // VENEER_DISABLE=1 turns everything off
   bool datatypes = true;                // VENEER_DATATYPES=0 turns the datatype engine off
   bool pack = true;                     // VENEER_PACK=0: MPI_Pack/Unpack go to the library
   bool p2p = true;                      // VENEER_P2P=0: sends/receives go to the library
   bool alltoall = true;                 // VENEER_ALLTOALLV=0: Alltoallv/w go to the library
   bool collectives = true;              // VENEER_COLLECTIVES=0: collectives go to the library
+  bool device = true;                   // VENEER_DEVICE=0: device (GPU) buffers go to the library untouched
   LogLevel log_level = LogLevel::warn;  // VENEER_LOG=error|warn|info|debug
   int report = 0;                       // VENEER_REPORT=0|1|2 (2: per rank)
-  std::string report_file;              // VENEER_REPORT_FILE=path (default stderr)
   // Send/receive take-over rule: non-contiguous data whose mean contiguous
   // block is at most this many bytes (VENEER_P2P_MAX_BLOCK). The default
   // depends on the library (measured, see README): Open MPI's shared-memory
@@ -85,8 +87,7 @@ struct Config {
   // source lines plus output, reach this many (VENEER_PACK_STREAM_MIN);
   // -1: three quarters of the last-level cache, as glibc's memcpy does.
   int64_t pack_stream_min = -1;
-  // Device (GPU) buffers. VENEER_DEVICE=0: they go to the library untouched.
-  bool device = true;
+  // Device (GPU) buffers (VENEER_DEVICE: above).
   DeviceChoice device_method = DeviceChoice::automatic;  // VENEER_DEVICE_METHOD=auto|oneshot|staged
   // VENEER_DEVICE_REDUCE=auto|host|device: where Veneer's reduction algorithms
   // combine when a reduction collective is staged from device buffers (auto:
@@ -102,6 +103,7 @@ struct Config {
   int64_t pinned_pool = int64_t{256} << 20;  // VENEER_PINNED_POOL: pinned/device buffers kept for reuse
   // Most layouts kept in the per-type cache (VENEER_TYPE_CACHE); freed types leave it at once.
   int64_t type_cache_limit = 100000;
+  std::string report_file;  // VENEER_REPORT_FILE=path (default stderr)
 };
 
 // Parses the environment (pure function of its argument for tests).
