@@ -242,14 +242,14 @@ int main(int argc, char** argv) {
   if (g_rank == 0)
     std::printf(
         "# veneer-bench-overhead: %d rank%s; medians of %d interleaved batches of ~%.1f ms\n"
-        "%-30s %12s %12s %12s %10s\n",
+        "%-40s %12s %12s %12s %10s\n",
         g_size, g_size == 1 ? "" : "s", o.repetitions, o.batch_seconds * 1e3, "call", "library ns", "veneer ns",
         "overhead ns", "lib/ven");
   FILE* json = nullptr;
   if (g_rank == 0 && !o.json_path.empty()) json = std::fopen(o.json_path.c_str(), "a");
   auto report = [&](const std::string& name, const Result& r) {
     if (g_rank != 0) return;
-    std::printf("%-30s %12.1f %12.1f %12.1f %10.3f\n", name.c_str(), r.library_ns, r.veneer_ns,
+    std::printf("%-40s %12.1f %12.1f %12.1f %10.3f\n", name.c_str(), r.library_ns, r.veneer_ns,
                 r.veneer_ns - r.library_ns, r.library_ns / r.veneer_ns);
     if (json)
       std::fprintf(json,
