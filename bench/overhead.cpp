@@ -186,7 +186,7 @@ int main(int argc, char** argv) {
   MPI_Datatype column = MPI_DATATYPE_NULL;
   MPI_Type_vector(24, 1, 32, MPI_DOUBLE, &column);
   MPI_Type_commit(&column);
-  std::vector<double> column_in(24 * 32), column_out(24 * 32, 2.0);
+  std::vector<double> column_in(size_t{24} * 32), column_out(size_t{24} * 32, 2.0);
   cases.push_back({"irecv+isend+waitall self, 192 B strided", false,
                    [&](bool v) {
                      MPI_Request r[2];

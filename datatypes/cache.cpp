@@ -83,8 +83,8 @@ const Front& front_fill(uint64_t key, uint64_t epoch, std::shared_ptr<const Layo
   fresh.epoch = epoch;
   if (layout) {
     fresh.size = layout->size;
-    fresh.block_count = layout->block_count;
-    fresh.contiguous = layout->contiguous;
+    fresh.mean_block = layout->mean_block();
+    fresh.plain = layout->contiguous || layout->size <= 0;
   }
   fresh.layout = std::move(layout);
   first = std::move(fresh);

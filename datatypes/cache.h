@@ -39,11 +39,12 @@ struct alignas(64) Front {
   uint64_t key = 0;
   uint64_t epoch = 0;
   std::shared_ptr<const Layout> layout;
-  int64_t size = 0;         // layout->size
-  int64_t block_count = 0;  // layout->block_count
-  bool contiguous = false;  // layout->contiguous
+  int64_t size = 0;        // layout->size
+  int64_t mean_block = 0;  // layout->mean_block()
+  // No layout, a contiguous one or nothing to move: a send passes whatever its count.
+  bool plain = true;
 };
-inline const Front kNoType{};  // MPI_DATATYPE_NULL: known, with no layout
+inline const Front kNoType{};  // MPI_DATATYPE_NULL: known, with no layout (plain)
 inline constexpr size_t kFrontSets = 2048;
 struct FrontTable {
   std::array<Front, 2 * kFrontSets> slots;

@@ -100,20 +100,16 @@ inline const datatypes::Layout* pack_layout(int64_t count, MPI_Datatype type, in
   if (carries_device(c) && !kernels::device_memory_surely_absent()) return false;
   if (!uses_packers(c)) return true;
   // Not seen on this thread yet: the full rules look it up. The facts are
-  // read from the front entry's own line (not the layout's).
+  // read from the front entry's own line (not the layout's), and combined
+  // without branches: which of them holds differs from type to type.
   const datatypes::detail::Front* seen = datatypes::front_entry(type);
   if (!seen) return false;
-  if (!seen->layout || seen->contiguous || seen->size <= 0) return true;
-  // Mean block above the threshold (size / blocks > max, i.e. (max + 1) *
-  // blocks <= size, exactly and without a division): the library's own copy
-  // loop is as fast (see p2p_layout). max >= size never passes, so max + 1
-  // cannot overflow below.
-  int64_t product = 0;
-  if (c.p2p_max_block < seen->size && !__builtin_mul_overflow(c.p2p_max_block + 1, seen->block_count, &product) &&
-      product <= seen->size)
-    return true;
-  // Below the smallest message taken over (a product beyond int64 is not).
-  return !__builtin_mul_overflow(seen->size, int64_t{count}, &product) && product < c.p2p_min_bytes;
+  // Mean block above the threshold: the library's own copy loop is as fast
+  // (see p2p_layout). Or below the smallest message taken over (a product
+  // beyond int64 is not).
+  int64_t bytes = 0;
+  const bool overflow = __builtin_mul_overflow(seen->size, int64_t{count}, &bytes);
+  return seen->plain | (seen->mean_block > c.p2p_max_block) | (!overflow & (bytes < c.p2p_min_bytes));
 }
 
 // The layout to pack `count` instances of `type` with for a send or receive
