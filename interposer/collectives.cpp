@@ -184,19 +184,6 @@ bool intercomm(MPI_Comm comm) {
       [&] { return next::Reduce(sbuf, rbuf, count, type, op, root, comm); });
 }
 
-[[gnu::noinline]] static int allgather_slow(const void* sbuf, int scount, MPI_Datatype stype, void* rbuf, int rcount,
-                                            MPI_Datatype rtype, MPI_Comm comm) {
-  if (needs_staging(sbuf, rbuf) && !intercomm(comm)) {
-    if (auto rc =
-            staged(sbuf, scount, stype, rbuf, int64_t{rcount} * comm_size(comm), rtype, sbuf == MPI_IN_PLACE,
-                   [&](const void* s, void* r) { return MPI_Allgather(s, scount, stype, r, rcount, rtype, comm); }))
-      return *rc;
-  }
-  return route(
-      sbuf, rbuf, [&] { return alg::allgather(sbuf, scount, stype, rbuf, rcount, rtype, comm); },
-      [&] { return next::Allgather(sbuf, scount, stype, rbuf, rcount, rtype, comm); });
-}
-
 extern "C" int MPI_Reduce_scatter(const void* sbuf, void* rbuf, const int rcounts[], MPI_Datatype type, MPI_Op op,
                                   MPI_Comm comm) {
   if (rcounts && needs_staging(sbuf, rbuf) && !intercomm(comm)) {
@@ -236,18 +223,24 @@ extern "C" int MPI_Reduce_scatter(const void* sbuf, void* rbuf, const int rcount
       [&] { return next::Reduce_scatter_block(sbuf, rbuf, rcount, type, op, comm); });
 }
 
-[[gnu::noinline]] static int alltoall_slow(const void* sbuf, int scount, MPI_Datatype stype, void* rbuf, int rcount,
+// Allgather and Alltoall take the same arguments; Alltoall's send buffer
+// holds a block for every rank, Allgather's one.
+template <alg::Collective kind>
+[[gnu::noinline]] static int exchange_slow(const void* sbuf, int scount, MPI_Datatype stype, void* rbuf, int rcount,
                                            MPI_Datatype rtype, MPI_Comm comm) {
+  constexpr bool alltoall = kind == alg::Collective::alltoall;
   if (needs_staging(sbuf, rbuf) && !intercomm(comm)) {
     const int p = comm_size(comm);
-    if (auto rc =
-            staged(sbuf, int64_t{scount} * p, stype, rbuf, int64_t{rcount} * p, rtype, sbuf == MPI_IN_PLACE,
-                   [&](const void* s, void* r) { return MPI_Alltoall(s, scount, stype, r, rcount, rtype, comm); }))
+    if (auto rc = staged(sbuf, alltoall ? int64_t{scount} * p : scount, stype, rbuf, int64_t{rcount} * p, rtype,
+                         sbuf == MPI_IN_PLACE, [&](const void* s, void* r) {
+                           return (alltoall ? MPI_Alltoall : MPI_Allgather)(s, scount, stype, r, rcount, rtype, comm);
+                         }))
       return *rc;
   }
   return route(
-      sbuf, rbuf, [&] { return alg::alltoall(sbuf, scount, stype, rbuf, rcount, rtype, comm); },
-      [&] { return next::Alltoall(sbuf, scount, stype, rbuf, rcount, rtype, comm); });
+      sbuf, rbuf,
+      [&] { return (alltoall ? alg::alltoall : alg::allgather)(sbuf, scount, stype, rbuf, rcount, rtype, comm); },
+      [&] { return (alltoall ? next::Alltoall : next::Allgather)(sbuf, scount, stype, rbuf, rcount, rtype, comm); });
 }
 
 // ---- The entry points ---------------------------------------------------------
@@ -263,6 +256,17 @@ namespace {
   if (c.report != 0 || (carries_device(c) && !kernels::device_memory_surely_absent())) return false;
   const alg::Remembered* d = alg::recall_decision(alg::decision_key(call, comm));
   return d && !d->algorithm;
+}
+
+// Allgather and Alltoall, inlined into each entry point.
+template <alg::Collective kind>
+[[gnu::always_inline]] inline int exchange(const void* sbuf, int scount, MPI_Datatype stype, void* rbuf, int rcount,
+                                           MPI_Datatype rtype, MPI_Comm comm) {
+  if (surely_library(
+          {.collective = kind, .sbuf = sbuf, .count = rcount, .type = rtype, .scount = scount, .stype = stype}, comm))
+    return (kind == alg::Collective::alltoall ? next::Alltoall : next::Allgather)(sbuf, scount, stype, rbuf, rcount,
+                                                                                  rtype, comm);
+  return exchange_slow<kind>(sbuf, scount, stype, rbuf, rcount, rtype, comm);
 }
 }  // namespace
 
@@ -290,15 +294,7 @@ extern "C" int MPI_Reduce(const void* sbuf, void* rbuf, int count, MPI_Datatype 
 
 extern "C" int MPI_Allgather(const void* sbuf, int scount, MPI_Datatype stype, void* rbuf, int rcount,
                              MPI_Datatype rtype, MPI_Comm comm) {
-  if (surely_library({.collective = alg::Collective::allgather,
-                      .sbuf = sbuf,
-                      .count = rcount,
-                      .type = rtype,
-                      .scount = scount,
-                      .stype = stype},
-                     comm))
-    return next::Allgather(sbuf, scount, stype, rbuf, rcount, rtype, comm);
-  return allgather_slow(sbuf, scount, stype, rbuf, rcount, rtype, comm);
+  return exchange<alg::Collective::allgather>(sbuf, scount, stype, rbuf, rcount, rtype, comm);
 }
 
 extern "C" int MPI_Reduce_scatter_block(const void* sbuf, void* rbuf, int rcount, MPI_Datatype type, MPI_Op op,
@@ -312,13 +308,5 @@ extern "C" int MPI_Reduce_scatter_block(const void* sbuf, void* rbuf, int rcount
 
 extern "C" int MPI_Alltoall(const void* sbuf, int scount, MPI_Datatype stype, void* rbuf, int rcount,
                             MPI_Datatype rtype, MPI_Comm comm) {
-  if (surely_library({.collective = alg::Collective::alltoall,
-                      .sbuf = sbuf,
-                      .count = rcount,
-                      .type = rtype,
-                      .scount = scount,
-                      .stype = stype},
-                     comm))
-    return next::Alltoall(sbuf, scount, stype, rbuf, rcount, rtype, comm);
-  return alltoall_slow(sbuf, scount, stype, rbuf, rcount, rtype, comm);
+  return exchange<alg::Collective::alltoall>(sbuf, scount, stype, rbuf, rcount, rtype, comm);
 }

@@ -18,8 +18,8 @@
 #include <climits>
 #include <cstdint>
 
-#include "datatypes/pack.h"
 #include "interposer/forward.h"
+#include "interposer/pack.h"
 #include "interposer/switchboard.h"
 #include "support/counters.h"
 
@@ -39,18 +39,13 @@ extern "C" int MPI_Pack_c(const void* inbuf, MPI_Count incount, MPI_Datatype typ
     *position = at;
     return rc;
   }
-  const datatypes::Layout* layout = outbuf && position ? pack_layout(incount, type, outsize, *position, comm) : nullptr;
-  if (layout && !cpu_accessible(outbuf, offset_ptr(inbuf, layout->true_lb))) layout = nullptr;
-  if (!layout) {
-    counters().add(Counter::pack_passed);
-    return next::Pack_c(inbuf, incount, type, outbuf, outsize, position, comm);
+  if (const int64_t n = pack_on_host(true, inbuf, incount, type, outbuf, outsize, position ? *position : -1, comm);
+      n >= 0) {
+    *position += n;
+    return MPI_SUCCESS;
   }
-  ScopedTimer timer;
-  const int64_t n = datatypes::pack_all(*layout, incount, inbuf, offset_ptr(outbuf, *position));
-  *position += n;
-  counters().add(Counter::pack_taken);
-  counters().add(Counter::bytes_packed, static_cast<uint64_t>(n));
-  return MPI_SUCCESS;
+  counters().add(Counter::pack_passed);
+  return next::Pack_c(inbuf, incount, type, outbuf, outsize, position, comm);
 }
 
 extern "C" int MPI_Unpack_c(const void* inbuf, MPI_Count insize, MPI_Count* position, void* outbuf, MPI_Count outcount,
@@ -61,18 +56,13 @@ extern "C" int MPI_Unpack_c(const void* inbuf, MPI_Count insize, MPI_Count* posi
     *position = at;
     return rc;
   }
-  const datatypes::Layout* layout = inbuf && position ? pack_layout(outcount, type, insize, *position, comm) : nullptr;
-  if (layout && !cpu_accessible(inbuf, offset_ptr(outbuf, layout->true_lb))) layout = nullptr;
-  if (!layout) {
-    counters().add(Counter::unpack_passed);
-    return next::Unpack_c(inbuf, insize, position, outbuf, outcount, type, comm);
+  if (const int64_t n = pack_on_host(false, outbuf, outcount, type, inbuf, insize, position ? *position : -1, comm);
+      n >= 0) {
+    *position += n;
+    return MPI_SUCCESS;
   }
-  ScopedTimer timer;
-  const int64_t n = datatypes::unpack_all(*layout, outcount, outbuf, offset_ptr(inbuf, *position));
-  *position += n;
-  counters().add(Counter::unpack_taken);
-  counters().add(Counter::bytes_unpacked, static_cast<uint64_t>(n));
-  return MPI_SUCCESS;
+  counters().add(Counter::unpack_passed);
+  return next::Unpack_c(inbuf, insize, position, outbuf, outcount, type, comm);
 }
 
 extern "C" int MPI_Send_c(const void* buf, MPI_Count count, MPI_Datatype type, int dest, int tag, MPI_Comm comm) {

@@ -49,28 +49,46 @@ device::Carried carried(const void* buf, int count, MPI_Datatype type, int peer)
   return c;
 }
 
+// Points a side's library arguments at `bytes` bytes of Veneer's staging.
+template <class Side, class Buf>
+void hand_over_bytes(Side& side, Route route, Buf* staging, int64_t bytes) {
+  side.route = route;
+  side.buf = staging;
+  side.count = static_cast<int>(bytes);
+  side.type = MPI_BYTE;
+}
+
+// A side's user buffer and count, as its library arguments until a route is chosen.
+template <class Side, class Buf>
+Side described(Buf* buf, int count, MPI_Datatype type) {
+  Side side;
+  side.buf = side.user = buf;
+  side.count = side.user_count = count;
+  side.type = type;
+  return side;
+}
+
+// A device buffer `c` of a side that could not be staged: the side passes through.
+template <class Side>
+void device_declined(Side& side, const char* what, const char* why, const device::Carried& c) {
+  log(LogLevel::warn, "%s of %lld bytes %s; handed to the library as it is", what, static_cast<long long>(c.bytes), why);
+  side.device = {};
+  counters().add(Counter::device_passed);
+}
+
 }  // namespace
 
 Outgoing outgoing(const void* buf, int count, MPI_Datatype type, int peer, MPI_Comm comm, Routes routes) {
-  Outgoing out;
-  out.buf = out.user = buf;
-  out.count = out.user_count = count;
-  out.type = type;
+  auto out = described<Outgoing>(buf, count, type);
   if (device::Carried c = carried(buf, count, type, peer)) {
     // A persistent send packs at every MPI_Start: only its staging now.
     const bool ok = routes == Routes::device_only ? device::landing_for_library(c, out.device)
                                                   : device::pack_for_library(c, count, buf, out.device);
     if (!ok) {
-      log(LogLevel::warn, "a device send buffer of %lld bytes could not be staged; handed to the library as it is",
-          static_cast<long long>(c.bytes));
-      out.device = {};
-      counters().add(Counter::device_passed);
+      device_declined(out, "a device send buffer", "could not be staged", c);
       return out;
     }
-    out.route = Route::device;
-    out.buf = out.device.storage.get();
-    out.count = static_cast<int>(c.bytes);
-    out.type = MPI_BYTE;
+    hand_over_bytes(out, Route::device, out.device.storage.get(), c.bytes);
     out.carried = std::move(c);
     counters().add(Counter::send_taken);
     return out;
@@ -84,10 +102,7 @@ Outgoing outgoing(const void* buf, int count, MPI_Datatype type, int peer, MPI_C
       datatypes::pack_all(*layout, count, buf, out.host.get());
       counters().add(Counter::bytes_packed, static_cast<uint64_t>(bytes));
       counters().add(Counter::send_taken);
-      out.route = Route::host;
-      out.buf = out.host.get();
-      out.count = static_cast<int>(bytes);
-      out.type = MPI_BYTE;
+      hand_over_bytes(out, Route::host, out.host.get(), bytes);
       return out;
     }
     log(LogLevel::debug, "no staging memory for a %lld-byte send: passed through", static_cast<long long>(bytes));
@@ -97,22 +112,13 @@ Outgoing outgoing(const void* buf, int count, MPI_Datatype type, int peer, MPI_C
 }
 
 Incoming incoming(void* buf, int count, MPI_Datatype type, int peer, MPI_Comm comm, Routes routes) {
-  Incoming in;
-  in.buf = in.user = buf;
-  in.count = in.user_count = count;
-  in.type = type;
+  auto in = described<Incoming>(buf, count, type);
   if (device::Carried c = carried(buf, count, type, peer)) {
     if (!device::landing_for_library(c, in.device)) {
-      log(LogLevel::warn, "no landing zone for a %lld-byte device receive; handed to the library as it is",
-          static_cast<long long>(c.bytes));
-      in.device = {};
-      counters().add(Counter::device_passed);
+      device_declined(in, "a device receive buffer", "got no landing zone", c);
       return in;
     }
-    in.route = Route::device;
-    in.buf = in.device.storage.get();
-    in.count = static_cast<int>(c.bytes);
-    in.type = MPI_BYTE;
+    hand_over_bytes(in, Route::device, in.device.storage.get(), c.bytes);
     in.capacity = c.bytes;
     in.carried = std::move(c);
     counters().add(Counter::recv_taken);
@@ -123,10 +129,7 @@ Incoming incoming(void* buf, int count, MPI_Datatype type, int peer, MPI_Comm co
     const int64_t bytes = layout->size * count;
     in.host = Staging(static_cast<size_t>(bytes));
     if (in.host.get()) {
-      in.route = Route::host;
-      in.buf = in.host.get();
-      in.count = static_cast<int>(bytes);
-      in.type = MPI_BYTE;
+      hand_over_bytes(in, Route::host, in.host.get(), bytes);
       in.capacity = bytes;
       in.layout = std::move(layout);
       counters().add(Counter::recv_taken);
@@ -177,6 +180,33 @@ using SendFn = int (*)(const void*, int, MPI_Datatype, int, int, MPI_Comm);
 using IsendFn = int (*)(const void*, int, MPI_Datatype, int, int, MPI_Comm, MPI_Request*);
 using RecvInitFn = int (*)(void*, int, MPI_Datatype, int, int, MPI_Comm, MPI_Request*);
 
+// Keeps a side Veneer staged in the request table until `request` completes
+// (is freed, for a persistent one).
+void keep(MPI_Request request, Outgoing&& out, bool persistent) {
+  Pending pending;
+  pending.out = std::move(out);
+  pending.persistent = persistent;
+  requests::track(request, std::move(pending));
+}
+void keep(MPI_Request request, Incoming&& in, bool persistent) {
+  Pending pending;
+  pending.is_recv = true;
+  pending.in = std::move(in);
+  pending.persistent = persistent;
+  requests::track(request, std::move(pending));
+}
+
+// A blocking receive into `in`'s buffer: `call(status)` makes it with the
+// status it is given (the user's, or one of Veneer's when they ignore it:
+// the unpack needs the byte count), then the bytes are unpacked.
+template <class Call>
+int receive(Incoming& in, MPI_Status* status, Call call) {
+  MPI_Status local;
+  MPI_Status* st = status == MPI_STATUS_IGNORE ? &local : status;
+  const int rc = call(st);
+  return finish(in, *st, rc);
+}
+
 int blocking_send(SendFn fn, const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm) {
   if (p2p_passes(count, type, dest)) {
     counters().add(Counter::send_passed);
@@ -196,12 +226,7 @@ int nonblocking_send(IsendFn fn, const void* buf, int count, MPI_Datatype type, 
   }
   Outgoing out = outgoing(buf, count, type, dest, comm, routes);
   const int rc = fn(out.buf, out.count, out.type, dest, tag, comm, request);
-  if (rc == MPI_SUCCESS && out.route != Route::pass) {
-    Pending pending;
-    pending.out = std::move(out);
-    pending.persistent = routes == Routes::device_only;
-    requests::track(*request, std::move(pending));
-  }
+  if (rc == MPI_SUCCESS && out.route != Route::pass) keep(*request, std::move(out), routes == Routes::device_only);
   return rc;
 }
 
@@ -213,13 +238,7 @@ int nonblocking_recv(RecvInitFn fn, void* buf, int count, MPI_Datatype type, int
   }
   Incoming in = incoming(buf, count, type, source, comm, routes);
   const int rc = fn(in.buf, in.count, in.type, source, tag, comm, request);
-  if (rc == MPI_SUCCESS && in.route != Route::pass) {
-    Pending pending;
-    pending.is_recv = true;
-    pending.in = std::move(in);
-    pending.persistent = routes == Routes::device_only;
-    requests::track(*request, std::move(pending));
-  }
+  if (rc == MPI_SUCCESS && in.route != Route::pass) keep(*request, std::move(in), routes == Routes::device_only);
   return rc;
 }
 
@@ -237,15 +256,21 @@ int nonblocking_recv(RecvInitFn fn, void* buf, int count, MPI_Datatype type, int
                                 MPI_Status* status) {
   Incoming in = incoming(buf, count, type, source, comm);
   if (in.route == Route::pass) return next::Recv(buf, count, type, source, tag, comm, status);
-  MPI_Status local;
-  MPI_Status* st = status == MPI_STATUS_IGNORE ? &local : status;
-  const int rc = next::Recv(in.buf, in.count, in.type, source, tag, comm, st);
-  return finish(in, *st, rc);
+  return receive(in, status, [&](MPI_Status* st) { return next::Recv(in.buf, in.count, in.type, source, tag, comm, st); });
 }
 
 [[gnu::noinline]] int irecv_slow(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm,
                                  MPI_Request* request) {
   return nonblocking_recv(next::Irecv, buf, count, type, source, tag, comm, request);
+}
+
+// Sendrecv(_replace) with a side Veneer staged: always a Sendrecv.
+int sendrecv_staged(const Outgoing& out, int dest, int sendtag, Incoming& in, int source, int recvtag, MPI_Comm comm,
+                    MPI_Status* status) {
+  return receive(in, status, [&](MPI_Status* st) {
+    return next::Sendrecv(out.buf, out.count, out.type, dest, sendtag, in.buf, in.count, in.type, source, recvtag, comm,
+                          st);
+  });
 }
 
 }  // namespace
@@ -317,10 +342,7 @@ extern "C" int MPI_Mrecv(void* buf, int count, MPI_Datatype type, MPI_Message* m
   }
   Incoming in = incoming(buf, count, type, 0, MPI_COMM_NULL, Routes::device_only);
   if (in.route == Route::pass) return next::Mrecv(buf, count, type, message, status);
-  MPI_Status local;
-  MPI_Status* st = status == MPI_STATUS_IGNORE ? &local : status;
-  const int rc = next::Mrecv(in.buf, in.count, in.type, message, st);
-  return finish(in, *st, rc);
+  return receive(in, status, [&](MPI_Status* st) { return next::Mrecv(in.buf, in.count, in.type, message, st); });
 }
 
 extern "C" int MPI_Imrecv(void* buf, int count, MPI_Datatype type, MPI_Message* message, MPI_Request* request) {
@@ -330,12 +352,7 @@ extern "C" int MPI_Imrecv(void* buf, int count, MPI_Datatype type, MPI_Message* 
   }
   Incoming in = incoming(buf, count, type, 0, MPI_COMM_NULL, Routes::device_only);
   const int rc = next::Imrecv(in.buf, in.count, in.type, message, request);
-  if (rc == MPI_SUCCESS && in.route != Route::pass) {
-    Pending pending;
-    pending.is_recv = true;
-    pending.in = std::move(in);
-    requests::track(*request, std::move(pending));
-  }
+  if (rc == MPI_SUCCESS && in.route != Route::pass) keep(*request, std::move(in), false);
   return rc;
 }
 
@@ -348,11 +365,7 @@ extern "C" int MPI_Sendrecv(const void* sendbuf, int sendcount, MPI_Datatype sen
   if (in.route == Route::pass)
     return next::Sendrecv(out.buf, out.count, out.type, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag,
                           comm, status);
-  MPI_Status local;
-  MPI_Status* st = status == MPI_STATUS_IGNORE ? &local : status;
-  const int rc =
-      next::Sendrecv(out.buf, out.count, out.type, dest, sendtag, in.buf, in.count, in.type, source, recvtag, comm, st);
-  return finish(in, *st, rc);
+  return sendrecv_staged(out, dest, sendtag, in, source, recvtag, comm, status);
 }
 
 // Sendrecv_replace: a side Veneer stages has its own buffer (the packed send
@@ -364,11 +377,7 @@ extern "C" int MPI_Sendrecv_replace(void* buf, int count, MPI_Datatype type, int
   Incoming in = incoming(buf, count, type, source, comm);
   if (out.route == Route::pass && in.route == Route::pass)
     return next::Sendrecv_replace(buf, count, type, dest, sendtag, source, recvtag, comm, status);
-  MPI_Status local;
-  MPI_Status* st = status == MPI_STATUS_IGNORE ? &local : status;
-  const int rc =
-      next::Sendrecv(out.buf, out.count, out.type, dest, sendtag, in.buf, in.count, in.type, source, recvtag, comm, st);
-  return finish(in, *st, rc);
+  return sendrecv_staged(out, dest, sendtag, in, source, recvtag, comm, status);
 }
 
 // Persistent sends and receives: a device buffer gets its staging once, the

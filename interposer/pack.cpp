@@ -9,11 +9,26 @@
 
 #include "interposer/device.h"
 #include "interposer/forward.h"
+#include "interposer/pack.h"
 #include "interposer/switchboard.h"
 #include "support/counters.h"
 #include "support/staging.h"
 
 using namespace veneer;
+
+int64_t veneer::pack_on_host(bool packing, const void* user, int64_t count, MPI_Datatype type, const void* packed,
+                             int64_t size, int64_t position, MPI_Comm comm) {
+  if (!packed || position < 0) return -1;
+  const datatypes::Layout* layout = pack_layout(count, type, size, position, comm);
+  if (!layout || !cpu_accessible(packed, offset_ptr(user, layout->true_lb))) return -1;
+  ScopedTimer timer;
+  void* at = offset_ptr(packed, position);
+  const int64_t n = packing ? datatypes::pack_all(*layout, count, user, at)
+                            : datatypes::unpack_all(*layout, count, const_cast<void*>(user), at);
+  counters().add(packing ? Counter::pack_taken : Counter::unpack_taken);
+  counters().add(packing ? Counter::bytes_packed : Counter::bytes_unpacked, static_cast<uint64_t>(n));
+  return n;
+}
 
 namespace {
 // What the entry point does without a stack frame: hand the call to the
@@ -93,40 +108,30 @@ bool device_pack_call(bool packing, const void* user, int count, MPI_Datatype ty
 
 [[gnu::noinline]] int pack_slow(const void* inbuf, int incount, MPI_Datatype type, void* outbuf, int outsize,
                                 int* position, MPI_Comm comm) {
-  const datatypes::Layout* layout = outbuf && position ? pack_layout(incount, type, outsize, *position, comm) : nullptr;
-  if (layout && !cpu_accessible(outbuf, offset_ptr(inbuf, layout->true_lb))) layout = nullptr;
-  if (!layout) {
-    if (int rc = 0; kernels::device_memory_possible() &&
-                    device_pack_call(true, inbuf, incount, type, outbuf, outsize, position, comm, &rc))
-      return rc;
-    counters().add(Counter::pack_passed);
-    return next::Pack(inbuf, incount, type, outbuf, outsize, position, comm);
+  if (const int64_t n = pack_on_host(true, inbuf, incount, type, outbuf, outsize, position ? *position : -1, comm);
+      n >= 0) {
+    *position += static_cast<int>(n);
+    return MPI_SUCCESS;
   }
-  ScopedTimer timer;
-  const int64_t n = datatypes::pack_all(*layout, incount, inbuf, offset_ptr(outbuf, *position));
-  *position += static_cast<int>(n);
-  counters().add(Counter::pack_taken);
-  counters().add(Counter::bytes_packed, static_cast<uint64_t>(n));
-  return MPI_SUCCESS;
+  if (int rc = 0; kernels::device_memory_possible() &&
+                  device_pack_call(true, inbuf, incount, type, outbuf, outsize, position, comm, &rc))
+    return rc;
+  counters().add(Counter::pack_passed);
+  return next::Pack(inbuf, incount, type, outbuf, outsize, position, comm);
 }
 
 [[gnu::noinline]] int unpack_slow(const void* inbuf, int insize, int* position, void* outbuf, int outcount,
                                   MPI_Datatype type, MPI_Comm comm) {
-  const datatypes::Layout* layout = inbuf && position ? pack_layout(outcount, type, insize, *position, comm) : nullptr;
-  if (layout && !cpu_accessible(inbuf, offset_ptr(outbuf, layout->true_lb))) layout = nullptr;
-  if (!layout) {
-    if (int rc = 0; kernels::device_memory_possible() &&
-                    device_pack_call(false, outbuf, outcount, type, inbuf, insize, position, comm, &rc))
-      return rc;
-    counters().add(Counter::unpack_passed);
-    return next::Unpack(inbuf, insize, position, outbuf, outcount, type, comm);
+  if (const int64_t n = pack_on_host(false, outbuf, outcount, type, inbuf, insize, position ? *position : -1, comm);
+      n >= 0) {
+    *position += static_cast<int>(n);
+    return MPI_SUCCESS;
   }
-  ScopedTimer timer;
-  const int64_t n = datatypes::unpack_all(*layout, outcount, outbuf, offset_ptr(inbuf, *position));
-  *position += static_cast<int>(n);
-  counters().add(Counter::unpack_taken);
-  counters().add(Counter::bytes_unpacked, static_cast<uint64_t>(n));
-  return MPI_SUCCESS;
+  if (int rc = 0; kernels::device_memory_possible() &&
+                  device_pack_call(false, outbuf, outcount, type, inbuf, insize, position, comm, &rc))
+    return rc;
+  counters().add(Counter::unpack_passed);
+  return next::Unpack(inbuf, insize, position, outbuf, outcount, type, comm);
 }
 
 }  // namespace
