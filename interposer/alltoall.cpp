@@ -495,9 +495,8 @@ int alltoallv_common(VFn fn, bool neighborhood, const void* sendbuf, const int* 
     counters().add(Counter::alltoall_passed);
     return fn(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm);
   };
-  Call c;
-  c.in_place = sendbuf == MPI_IN_PLACE;
-  const bool in_place = c.in_place;
+  const bool in_place = sendbuf == MPI_IN_PLACE;
+  Call c{.in_place = in_place};
   if (!enabled() || !recvcounts || !rdispls || (!in_place && (!sendcounts || !sdispls)) || (in_place && neighborhood) ||
       !screen(c, sendbuf, recvbuf, comm, neighborhood))
     return pass();
@@ -599,15 +598,15 @@ int alltoallw_common(WFn<Disp> fn, bool neighborhood, const void* sendbuf, const
     counters().add(Counter::alltoall_passed);
     return fn(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm);
   };
-  Call c;
-  c.in_place = sendbuf == MPI_IN_PLACE;
-  const bool in_place = c.in_place;
+  const bool in_place = sendbuf == MPI_IN_PLACE;
+  Call c{.in_place = in_place};
   if (!enabled() || !recvcounts || !rdispls || !recvtypes || (!in_place && (!sendcounts || !sdispls || !sendtypes)) ||
       (in_place && neighborhood) || !screen(c, sendbuf, recvbuf, comm, neighborhood))
     return pass();
   auto stype = [&](int i) { return sendtypes[i]; };
   auto rtype = [&](int i) { return recvtypes[i]; };
-  const Shape ss{in_place ? 0 : c.ns, sendcounts, sendtypes, in_place ? 0 : c.ns}, rs{c.nr, recvcounts, recvtypes, c.nr};
+  const Shape ss{in_place ? 0 : c.ns, sendcounts, sendtypes, in_place ? 0 : c.ns},
+      rs{c.nr, recvcounts, recvtypes, c.nr};
   if (host_call_passes(c, (neighborhood ? 6 : 4) + (in_place ? 1 : 0), ss, rs, stype, rtype)) return pass();
 
   Sides sides;

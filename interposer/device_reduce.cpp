@@ -34,26 +34,14 @@ namespace {
 using kernels::ReduceOp;
 using kernels::ReduceType;
 
-// The value `table` pairs with `handle`, if it lists it.
-template <class Handle, class Value, std::size_t N>
-std::optional<Value> find_in(const std::array<std::pair<Handle, Value>, N>& table, Handle handle) {
-  const auto it = std::ranges::find(table, handle, &std::pair<Handle, Value>::first);
-  if (it == table.end()) return std::nullopt;
-  return it->second;
-}
-
 std::optional<ReduceOp> op_of(MPI_Op op) {
-  static const std::array<std::pair<MPI_Op, ReduceOp>, 10> ops{{{MPI_SUM, ReduceOp::sum},
-                                                                 {MPI_PROD, ReduceOp::prod},
-                                                                 {MPI_MIN, ReduceOp::min},
-                                                                 {MPI_MAX, ReduceOp::max},
-                                                                 {MPI_LAND, ReduceOp::land},
-                                                                 {MPI_LOR, ReduceOp::lor},
-                                                                 {MPI_LXOR, ReduceOp::lxor},
-                                                                 {MPI_BAND, ReduceOp::band},
-                                                                 {MPI_BOR, ReduceOp::bor},
-                                                                 {MPI_BXOR, ReduceOp::bxor}}};
-  return find_in(ops, op);
+  // In ReduceOp's order (kernels/device_reduce.h).
+  static const std::array<MPI_Op, 10> ops{MPI_SUM, MPI_PROD, MPI_MIN,  MPI_MAX, MPI_LAND,
+                                          MPI_LOR, MPI_LXOR, MPI_BAND, MPI_BOR, MPI_BXOR};
+  static_assert(static_cast<int>(ReduceOp::sum) == 0 && static_cast<int>(ReduceOp::bxor) == 9);
+  const auto it = std::ranges::find(ops, op);
+  if (it == ops.end()) return std::nullopt;
+  return static_cast<ReduceOp>(it - ops.begin());
 }
 
 template <class T>
@@ -70,30 +58,31 @@ constexpr ReduceType integer_type() {
 // The C integer and floating types of MPI's reduction rules (MPI_CHAR is
 // not one of them), by the C type each stands for.
 std::optional<ReduceType> type_of(MPI_Datatype t) {
-  static const std::array<std::pair<MPI_Datatype, ReduceType>, 21> types{{
-      {MPI_SIGNED_CHAR, ReduceType::i8},
-      {MPI_INT8_T, ReduceType::i8},
-      {MPI_UNSIGNED_CHAR, ReduceType::u8},
-      {MPI_UINT8_T, ReduceType::u8},
-      {MPI_SHORT, integer_type<short>()},
-      {MPI_UNSIGNED_SHORT, integer_type<unsigned short>()},
-      {MPI_INT, integer_type<int>()},
-      {MPI_UNSIGNED, integer_type<unsigned>()},
-      {MPI_LONG, integer_type<long>()},
-      {MPI_UNSIGNED_LONG, integer_type<unsigned long>()},
-      {MPI_LONG_LONG, integer_type<long long>()},
-      {MPI_LONG_LONG_INT, integer_type<long long>()},
-      {MPI_UNSIGNED_LONG_LONG, integer_type<unsigned long long>()},
-      {MPI_INT16_T, ReduceType::i16},
-      {MPI_UINT16_T, ReduceType::u16},
-      {MPI_INT32_T, ReduceType::i32},
-      {MPI_UINT32_T, ReduceType::u32},
-      {MPI_INT64_T, ReduceType::i64},
-      {MPI_UINT64_T, ReduceType::u64},
-      {MPI_FLOAT, ReduceType::f32},
-      {MPI_DOUBLE, ReduceType::f64},
-  }};
-  return find_in(types, t);
+  static const std::array<std::pair<MPI_Datatype, ReduceType>, 21> types{
+      {{MPI_SIGNED_CHAR, ReduceType::i8},
+       {MPI_INT8_T, ReduceType::i8},
+       {MPI_UNSIGNED_CHAR, ReduceType::u8},
+       {MPI_UINT8_T, ReduceType::u8},
+       {MPI_SHORT, integer_type<short>()},
+       {MPI_UNSIGNED_SHORT, integer_type<unsigned short>()},
+       {MPI_INT, integer_type<int>()},
+       {MPI_UNSIGNED, integer_type<unsigned>()},
+       {MPI_LONG, integer_type<long>()},
+       {MPI_UNSIGNED_LONG, integer_type<unsigned long>()},
+       {MPI_LONG_LONG, integer_type<long long>()},
+       {MPI_LONG_LONG_INT, integer_type<long long>()},
+       {MPI_UNSIGNED_LONG_LONG, integer_type<unsigned long long>()},
+       {MPI_INT16_T, ReduceType::i16},
+       {MPI_UINT16_T, ReduceType::u16},
+       {MPI_INT32_T, ReduceType::i32},
+       {MPI_UINT32_T, ReduceType::u32},
+       {MPI_INT64_T, ReduceType::i64},
+       {MPI_UINT64_T, ReduceType::u64},
+       {MPI_FLOAT, ReduceType::f32},
+       {MPI_DOUBLE, ReduceType::f64}}};
+  const auto it = std::ranges::find(types, t, &std::pair<MPI_Datatype, ReduceType>::first);
+  if (it == types.end()) return std::nullopt;
+  return it->second;
 }
 
 // Operand bytes moved per round: bounds the device scratch (twice this).

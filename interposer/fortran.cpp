@@ -504,29 +504,29 @@ void veneer_fortran_alltoall(void* sendbuf, F* sendcount, F* sendtype, void* rec
 
 // The completion calls, once for each set of sentinels (`prefix`: the
 // function names' start; `S`: f77 or f08).
-#define VENEER_COMPLETION_CALLS(prefix, S)                                                                    \
-  void prefix##_wait(F* request, F* status, F* ierror) { wait<S>(request, status, ierror); }                  \
-  void prefix##_test(F* request, F* flag, F* status, F* ierror) { test<S>(request, flag, status, ierror); }   \
-  void prefix##_waitall(F* count, F* requests, F* statuses, F* ierror) {                                      \
-    waitall<S>(count, requests, statuses, ierror);                                                            \
-  }                                                                                                           \
-  void prefix##_testall(F* count, F* requests, F* flag, F* statuses, F* ierror) {                             \
-    testall<S>(count, requests, flag, statuses, ierror);                                                      \
-  }                                                                                                           \
-  void prefix##_waitany(F* count, F* requests, F* index, F* status, F* ierror) {                              \
-    waitany<S>(count, requests, index, status, ierror);                                                       \
-  }                                                                                                           \
-  void prefix##_testany(F* count, F* requests, F* index, F* flag, F* status, F* ierror) {                     \
-    testany<S>(count, requests, index, flag, status, ierror);                                                 \
-  }                                                                                                           \
-  void prefix##_waitsome(F* incount, F* requests, F* outcount, F* indices, F* statuses, F* ierror) {          \
-    some<S, MPI_Waitsome>(incount, requests, outcount, indices, statuses, ierror);                            \
-  }                                                                                                           \
-  void prefix##_testsome(F* incount, F* requests, F* outcount, F* indices, F* statuses, F* ierror) {          \
-    some<S, MPI_Testsome>(incount, requests, outcount, indices, statuses, ierror);                            \
-  }                                                                                                           \
-  void prefix##_request_get_status(F* request, F* flag, F* status, F* ierror) {                               \
-    request_get_status<S>(request, flag, status, ierror);                                                     \
+#define VENEER_COMPLETION_CALLS(prefix, S)                                                                  \
+  void prefix##_wait(F* request, F* status, F* ierror) { wait<S>(request, status, ierror); }                \
+  void prefix##_test(F* request, F* flag, F* status, F* ierror) { test<S>(request, flag, status, ierror); } \
+  void prefix##_waitall(F* count, F* requests, F* statuses, F* ierror) {                                    \
+    waitall<S>(count, requests, statuses, ierror);                                                          \
+  }                                                                                                         \
+  void prefix##_testall(F* count, F* requests, F* flag, F* statuses, F* ierror) {                           \
+    testall<S>(count, requests, flag, statuses, ierror);                                                    \
+  }                                                                                                         \
+  void prefix##_waitany(F* count, F* requests, F* index, F* status, F* ierror) {                            \
+    waitany<S>(count, requests, index, status, ierror);                                                     \
+  }                                                                                                         \
+  void prefix##_testany(F* count, F* requests, F* index, F* flag, F* status, F* ierror) {                   \
+    testany<S>(count, requests, index, flag, status, ierror);                                               \
+  }                                                                                                         \
+  void prefix##_waitsome(F* incount, F* requests, F* outcount, F* indices, F* statuses, F* ierror) {        \
+    some<S, MPI_Waitsome>(incount, requests, outcount, indices, statuses, ierror);                          \
+  }                                                                                                         \
+  void prefix##_testsome(F* incount, F* requests, F* outcount, F* indices, F* statuses, F* ierror) {        \
+    some<S, MPI_Testsome>(incount, requests, outcount, indices, statuses, ierror);                          \
+  }                                                                                                         \
+  void prefix##_request_get_status(F* request, F* flag, F* status, F* ierror) {                             \
+    request_get_status<S>(request, flag, status, ierror);                                                   \
   }
 
 VENEER_COMPLETION_CALLS(veneer_fortran, f77)

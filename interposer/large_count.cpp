@@ -29,40 +29,44 @@ namespace {
 
 bool fits_int(MPI_Count n) { return n >= INT_MIN && n <= INT_MAX; }
 
+// MPI_Pack_c (`packing`) and MPI_Unpack_c in the terms both share: `count`
+// instances of `type` at `user`, a packed buffer of `size` bytes at
+// `*position`. `int_form(count, size, &position)` is the int entry point,
+// `library()` the library's _c form with the caller's arguments.
+template <bool packing, class IntForm, class Library>
+int pack_c(const void* user, MPI_Count count, MPI_Datatype type, const void* packed, MPI_Count size,
+           MPI_Count* position, MPI_Comm comm, IntForm int_form, Library library) {
+  if (position && fits_int(count) && fits_int(size) && fits_int(*position)) {
+    int at = static_cast<int>(*position);
+    const int rc = int_form(static_cast<int>(count), static_cast<int>(size), &at);
+    *position = at;
+    return rc;
+  }
+  if (const int64_t n = pack_on_host(packing, user, count, type, packed, size, position ? *position : -1, comm);
+      n >= 0) {
+    *position += n;
+    return MPI_SUCCESS;
+  }
+  counters().add(packing ? Counter::pack_passed : Counter::unpack_passed);
+  return library();
+}
+
 }  // namespace
 
 extern "C" int MPI_Pack_c(const void* inbuf, MPI_Count incount, MPI_Datatype type, void* outbuf, MPI_Count outsize,
                           MPI_Count* position, MPI_Comm comm) {
-  if (position && fits_int(incount) && fits_int(outsize) && fits_int(*position)) {
-    int at = static_cast<int>(*position);
-    const int rc = MPI_Pack(inbuf, static_cast<int>(incount), type, outbuf, static_cast<int>(outsize), &at, comm);
-    *position = at;
-    return rc;
-  }
-  if (const int64_t n = pack_on_host(true, inbuf, incount, type, outbuf, outsize, position ? *position : -1, comm);
-      n >= 0) {
-    *position += n;
-    return MPI_SUCCESS;
-  }
-  counters().add(Counter::pack_passed);
-  return next::Pack_c(inbuf, incount, type, outbuf, outsize, position, comm);
+  return pack_c<true>(
+      inbuf, incount, type, outbuf, outsize, position, comm,
+      [&](int n, int size, int* at) { return MPI_Pack(inbuf, n, type, outbuf, size, at, comm); },
+      [&] { return next::Pack_c(inbuf, incount, type, outbuf, outsize, position, comm); });
 }
 
 extern "C" int MPI_Unpack_c(const void* inbuf, MPI_Count insize, MPI_Count* position, void* outbuf, MPI_Count outcount,
                             MPI_Datatype type, MPI_Comm comm) {
-  if (position && fits_int(insize) && fits_int(outcount) && fits_int(*position)) {
-    int at = static_cast<int>(*position);
-    const int rc = MPI_Unpack(inbuf, static_cast<int>(insize), &at, outbuf, static_cast<int>(outcount), type, comm);
-    *position = at;
-    return rc;
-  }
-  if (const int64_t n = pack_on_host(false, outbuf, outcount, type, inbuf, insize, position ? *position : -1, comm);
-      n >= 0) {
-    *position += n;
-    return MPI_SUCCESS;
-  }
-  counters().add(Counter::unpack_passed);
-  return next::Unpack_c(inbuf, insize, position, outbuf, outcount, type, comm);
+  return pack_c<false>(
+      outbuf, outcount, type, inbuf, insize, position, comm,
+      [&](int n, int size, int* at) { return MPI_Unpack(inbuf, size, at, outbuf, n, type, comm); },
+      [&] { return next::Unpack_c(inbuf, insize, position, outbuf, outcount, type, comm); });
 }
 
 extern "C" int MPI_Send_c(const void* buf, MPI_Count count, MPI_Datatype type, int dest, int tag, MPI_Comm comm) {
