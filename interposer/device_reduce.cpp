@@ -39,7 +39,7 @@ std::optional<ReduceOp> op_of(MPI_Op op) {
   static const std::array<MPI_Op, 10> ops{MPI_SUM, MPI_PROD, MPI_MIN,  MPI_MAX, MPI_LAND,
                                           MPI_LOR, MPI_LXOR, MPI_BAND, MPI_BOR, MPI_BXOR};
   static_assert(static_cast<int>(ReduceOp::sum) == 0 && static_cast<int>(ReduceOp::bxor) == 9);
-  const auto it = std::ranges::find(ops, op);
+  const auto* const it = std::ranges::find(ops, op);
   if (it == ops.end()) return std::nullopt;
   return static_cast<ReduceOp>(it - ops.begin());
 }
@@ -80,7 +80,7 @@ std::optional<ReduceType> type_of(MPI_Datatype t) {
        {MPI_UINT64_T, ReduceType::u64},
        {MPI_FLOAT, ReduceType::f32},
        {MPI_DOUBLE, ReduceType::f64}}};
-  const auto it = std::ranges::find(types, t, &std::pair<MPI_Datatype, ReduceType>::first);
+  const auto* const it = std::ranges::find(types, t, &std::pair<MPI_Datatype, ReduceType>::first);
   if (it == types.end()) return std::nullopt;
   return it->second;
 }

@@ -67,7 +67,7 @@ bool stage_device(Incoming& in, const device::Carried& c, int /*count*/, void* /
 
 // Fills the host staging of a side (`bytes` bytes): a send is packed into
 // it, a receive keeps the layout to unpack with.
-void stage_host(Outgoing& out, std::shared_ptr<const datatypes::Layout> layout, int count, const void* buf,
+void stage_host(Outgoing& out, const std::shared_ptr<const datatypes::Layout>& layout, int count, const void* buf,
                 int64_t bytes) {
   ScopedTimer timer;
   datatypes::pack_all(*layout, count, buf, out.host.get());
