@@ -121,21 +121,22 @@ VENEER_SEND_C(Rsend, Counter::send_passed)
 VENEER_SEND_C(Bsend, Counter::send_passed)
 #undef VENEER_SEND_C
 
-#define VENEER_NONBLOCKING_C(Name, Buf, Counter)                                                               \
+// `peer`: the partner's parameter name in mpi.h (dest or source).
+#define VENEER_NONBLOCKING_C(Name, Buf, peer, Counter)                                                         \
   extern "C" int MPI_##Name##_c(Buf buf, MPI_Count count, MPI_Datatype type, int peer, int tag, MPI_Comm comm, \
                                 MPI_Request* request) {                                                        \
     if (fits_int(count)) return MPI_##Name(buf, static_cast<int>(count), type, peer, tag, comm, request);      \
     counters().add(Counter);                                                                                   \
     return next::Name##_c(buf, count, type, peer, tag, comm, request);                                         \
   }
-VENEER_NONBLOCKING_C(Issend, const void*, Counter::send_passed)
-VENEER_NONBLOCKING_C(Ibsend, const void*, Counter::send_passed)
-VENEER_NONBLOCKING_C(Irsend, const void*, Counter::send_passed)
-VENEER_NONBLOCKING_C(Send_init, const void*, Counter::send_passed)
-VENEER_NONBLOCKING_C(Ssend_init, const void*, Counter::send_passed)
-VENEER_NONBLOCKING_C(Bsend_init, const void*, Counter::send_passed)
-VENEER_NONBLOCKING_C(Rsend_init, const void*, Counter::send_passed)
-VENEER_NONBLOCKING_C(Recv_init, void*, Counter::recv_passed)
+VENEER_NONBLOCKING_C(Issend, const void*, dest, Counter::send_passed)
+VENEER_NONBLOCKING_C(Ibsend, const void*, dest, Counter::send_passed)
+VENEER_NONBLOCKING_C(Irsend, const void*, dest, Counter::send_passed)
+VENEER_NONBLOCKING_C(Send_init, const void*, dest, Counter::send_passed)
+VENEER_NONBLOCKING_C(Ssend_init, const void*, dest, Counter::send_passed)
+VENEER_NONBLOCKING_C(Bsend_init, const void*, dest, Counter::send_passed)
+VENEER_NONBLOCKING_C(Rsend_init, const void*, dest, Counter::send_passed)
+VENEER_NONBLOCKING_C(Recv_init, void*, source, Counter::recv_passed)
 #undef VENEER_NONBLOCKING_C
 
 extern "C" int MPI_Sendrecv_replace_c(void* buf, MPI_Count count, MPI_Datatype type, int dest, int sendtag, int source,
