@@ -128,8 +128,9 @@ bool mark_absent(MPI_Comm comm, bool neighborhood, std::pmr::vector<char>& absen
   for (int d = 0; 2 * d + 1 < n; ++d) {
     int below = MPI_PROC_NULL, above = MPI_PROC_NULL;
     if (PMPI_Cart_shift(comm, d, 1, &below, &above) != MPI_SUCCESS) return false;
-    absent[static_cast<size_t>(2 * d)] = below == MPI_PROC_NULL;
-    absent[static_cast<size_t>(2 * d + 1)] = above == MPI_PROC_NULL;
+    const size_t slot = 2 * static_cast<size_t>(d);
+    absent[slot] = static_cast<char>(below == MPI_PROC_NULL);
+    absent[slot + 1] = static_cast<char>(above == MPI_PROC_NULL);
   }
   return true;
 }
@@ -400,8 +401,84 @@ void count_blocks(const Side& s) {
   counters().add(Counter::alltoall_blocks_typed, static_cast<uint64_t>(typed));
 }
 
+// What both forms learn about a call before describing its blocks.
+struct Call {
+  bool in_place = false;
+  bool sdev = false, rdev = false;  // the buffers are device memory
+  bool packers = false;             // Veneer may pack host blocks (uses_packers)
+  int ns = 0, nr = 0;               // blocks sent and received
+  bool device() const { return sdev || rdev; }
+};
+
+// The checks both forms make first; false: the call goes to the library untouched.
+bool screen(Call& c, const void* sendbuf, const void* recvbuf, MPI_Comm comm, bool neighborhood) {
+  c.sdev = is_device_buffer(sendbuf);
+  c.rdev = is_device_buffer(recvbuf);
+  c.packers = uses_packers(config());
+  if (c.device() && !carries_device(config())) {
+    counters().add(Counter::device_passed);
+    return false;
+  }
+  if (!c.device() && !c.packers) return false;
+  return peer_counts(comm, neighborhood, c.ns, c.nr);
+}
+
+// A host call this thread passed before with the same shape, or one with no
+// block worth a look (then remembered): true to pass it untouched. `form`
+// tells the entry points (and in place) apart.
+template <class SendTypeAt, class RecvTypeAt>
+bool host_call_passes(const Call& c, int form, const Shape& ss, const Shape& rs, SendTypeAt stype, RecvTypeAt rtype) {
+  if (c.device()) return false;
+  if (passed_before(form, ss, rs)) return true;
+  const uint64_t epoch = datatypes::detail::g_epoch.load(std::memory_order_acquire);
+  // Runs alone do not make a call worth taking (Open MPI handles them as
+  // fast as bytes: +0.3% instructions taken over); they ride along.
+  if ((!c.in_place && worth_a_look(c.ns, ss.counts, false, c.packers, false, stype)) ||
+      worth_a_look(c.nr, rs.counts, false, c.packers, false, rtype))
+    return false;
+  remember_pass(form, ss, rs, epoch);
+  return true;
+}
+
 // Room for the descriptions of a few dozen peers without touching the heap.
 constexpr size_t kArena = 16384;
+
+// The two sides of a call, described in an arena on the caller's stack.
+struct Sides {
+  std::array<std::byte, kArena> arena;
+  std::pmr::monotonic_buffer_resource memory{arena.data(), arena.size()};
+  std::pmr::vector<char> sabsent{&memory}, rabsent{&memory};  // blocks exchanged with MPI_PROC_NULL
+  Side s{&memory}, r{&memory};
+};
+
+// Marks the absent blocks and which side is device memory; false if the topology could not be read.
+bool prepare(Sides& sides, const Call& c, MPI_Comm comm, bool neighborhood) {
+  sides.sabsent.assign(static_cast<size_t>(c.ns), 0);
+  sides.rabsent.assign(static_cast<size_t>(c.nr), 0);
+  sides.s.device = c.sdev;
+  sides.r.device = c.rdev;
+  return mark_absent(comm, neighborhood, sides.sabsent) && mark_absent(comm, neighborhood, sides.rabsent);
+}
+
+// Packs what the call sends from staging (in place, the receive blocks hold
+// it); false if a device step failed.
+bool pack_sides(const Sides& sides, bool in_place) {
+  return (!sides.s.staged || pack_side(sides.s)) && (!in_place || !sides.r.staged || pack_side(sides.r));
+}
+
+// A call given back to the library after it was described (nothing sent yet).
+void declined(const Call& c) {
+  if (c.device()) counters().add(Counter::device_passed);
+}
+
+// After the library's call `rc`: unpacks the staged receive blocks and counts the call.
+int completed(int rc, const Sides& sides) {
+  if (rc == MPI_SUCCESS && sides.r.staged) rc = unpack_side(sides.r);
+  counters().add(Counter::alltoall_taken);
+  count_blocks(sides.s);
+  count_blocks(sides.r);
+  return rc;
+}
 
 using VFn = int (*)(const void*, const int*, const int*, MPI_Datatype, void*, const int*, const int*, MPI_Datatype,
                     MPI_Comm);
@@ -419,55 +496,35 @@ int alltoallv_common(VFn fn, bool neighborhood, const void* sendbuf, const int* 
     return fn(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm);
   };
   const bool in_place = sendbuf == MPI_IN_PLACE;
-  if (!enabled() || !recvcounts || !rdispls || (!in_place && (!sendcounts || !sdispls)) || (in_place && neighborhood))
+  Call c{.in_place = in_place};
+  if (!enabled() || !recvcounts || !rdispls || (!in_place && (!sendcounts || !sdispls)) || (in_place && neighborhood) ||
+      !screen(c, sendbuf, recvbuf, comm, neighborhood))
     return pass();
-  const bool sdev = is_device_buffer(sendbuf), rdev = is_device_buffer(recvbuf);
-  const bool packers = uses_packers(config());
-  if ((sdev || rdev) && !carries_device(config())) {
-    counters().add(Counter::device_passed);
-    return pass();
-  }
-  if (!sdev && !rdev && !packers) return pass();
-  int ns = 0, nr = 0;
-  if (!peer_counts(comm, neighborhood, ns, nr)) return pass();
   auto stype = [&](int) { return sendtype; };
   auto rtype = [&](int) { return recvtype; };
-  if (!sdev && !rdev) {
-    const int form = (neighborhood ? 2 : 0) + (in_place ? 1 : 0);
-    const Shape ss{in_place ? 0 : ns, sendcounts, &sendtype, in_place ? 0 : 1}, rs{nr, recvcounts, &recvtype, 1};
-    if (passed_before(form, ss, rs)) return pass();
-    const uint64_t epoch = datatypes::detail::g_epoch.load(std::memory_order_acquire);
-    if (!(!in_place && worth_a_look(ns, sendcounts, false, packers, false, stype)) &&
-        !worth_a_look(nr, recvcounts, false, packers, false, rtype)) {
-      remember_pass(form, ss, rs, epoch);
-      return pass();
-    }
-  }
+  const Shape ss{in_place ? 0 : c.ns, sendcounts, &sendtype, in_place ? 0 : 1}, rs{c.nr, recvcounts, &recvtype, 1};
+  if (host_call_passes(c, (neighborhood ? 2 : 0) + (in_place ? 1 : 0), ss, rs, stype, rtype)) return pass();
 
-  std::array<std::byte, kArena> arena;
-  std::pmr::monotonic_buffer_resource memory(arena.data(), arena.size());
-  std::pmr::vector<char> sabsent(static_cast<size_t>(ns), 0, &memory), rabsent(static_cast<size_t>(nr), 0, &memory);
-  if (!mark_absent(comm, neighborhood, sabsent) || !mark_absent(comm, neighborhood, rabsent)) return pass();
-  Side s(&memory), r(&memory);
-  s.device = sdev;
-  r.device = rdev;
+  Sides sides;
+  if (!prepare(sides, c, comm, neighborhood)) return pass();
+  Side &s = sides.s, &r = sides.r;
   auto disp = [](const int* displs) {
     return [displs](int i, const Layout* l) { return int64_t{displs[i]} * (l ? l->extent : 0); };
   };
   // One type per side: no runs (a run's bytes could not be told apart from the other blocks').
-  if (!in_place) describe(s, ns, sendbuf, sendcounts, sabsent, packers, false, stype, disp(sdispls));
-  describe(r, nr, recvbuf, recvcounts, rabsent, packers, false, rtype, disp(rdispls));
+  if (!in_place) describe(s, c.ns, sendbuf, sendcounts, sides.sabsent, c.packers, false, stype, disp(sdispls));
+  describe(r, c.nr, recvbuf, recvcounts, sides.rabsent, c.packers, false, rtype, disp(rdispls));
   // A side with any block worth staging stages every moving block (one type).
   auto plan = [](Side& side) {
     if (!resolve_side(side, false)) return false;
     return side.staged == 0 || (resolve_side(side, true) && allocate(side));
   };
   if (!plan(s) || !plan(r) || s.staged + r.staged == 0) {
-    if (sdev || rdev) counters().add(Counter::device_passed);
+    declined(c);
     return pass();
   }
   // The staged sides in bytes.
-  std::pmr::vector<int> scounts(&memory), sdisp(&memory), rcounts(&memory), rdisp(&memory);
+  std::pmr::vector<int> scounts(&sides.memory), sdisp(&sides.memory), rcounts(&sides.memory), rdisp(&sides.memory);
   auto bytes_of = [](const Side& side, std::pmr::vector<int>& counts, std::pmr::vector<int>& displs) {
     for (const Block& b : side.blocks) {
       counts.push_back(b.path == Path::typed ? 0 : static_cast<int>(b.bytes));
@@ -476,20 +533,57 @@ int alltoallv_common(VFn fn, bool neighborhood, const void* sendbuf, const int* 
   };
   if (s.staged) bytes_of(s, scounts, sdisp);
   if (r.staged) bytes_of(r, rcounts, rdisp);
-  // In place, the receive blocks hold what is sent: staged, they are packed first.
-  if ((s.staged && !pack_side(s)) || (in_place && r.staged && !pack_side(r))) {
-    if (sdev || rdev) counters().add(Counter::device_passed);
+  if (!pack_sides(sides, in_place)) {
+    declined(c);
     return pass();
   }
-  int rc = fn(in_place ? MPI_IN_PLACE : (s.staged ? s.staging : sendbuf), s.staged ? scounts.data() : sendcounts,
-              s.staged ? sdisp.data() : sdispls, s.staged ? MPI_BYTE : sendtype, r.staged ? r.staging : recvbuf,
-              r.staged ? rcounts.data() : recvcounts, r.staged ? rdisp.data() : rdispls, r.staged ? MPI_BYTE : recvtype,
-              comm);
-  if (rc == MPI_SUCCESS && r.staged) rc = unpack_side(r);
-  counters().add(Counter::alltoall_taken);
-  count_blocks(s);
-  count_blocks(r);
-  return rc;
+  const int rc = fn(in_place ? MPI_IN_PLACE : (s.staged ? s.staging : sendbuf), s.staged ? scounts.data() : sendcounts,
+                    s.staged ? sdisp.data() : sdispls, s.staged ? MPI_BYTE : sendtype, r.staged ? r.staging : recvbuf,
+                    r.staged ? rcounts.data() : recvcounts, r.staged ? rdisp.data() : rdispls,
+                    r.staged ? MPI_BYTE : recvtype, comm);
+  return completed(rc, sides);
+}
+
+// The library's arguments for a side of Alltoallw with staged blocks or runs.
+template <class Disp>
+struct WArgs {
+  explicit WArgs(std::pmr::memory_resource* m) : counts(m), displs(m), types(m) {}
+  std::pmr::vector<int> counts;
+  std::pmr::vector<Disp> displs;
+  std::pmr::vector<MPI_Datatype> types;
+
+  // From the user's `counts` and `types`: staged blocks and runs as bytes,
+  // every moving block at its displacement from the side's base.
+  void build(const Side& side, const int* user_counts, const MPI_Datatype* user_types) {
+    const size_t n = side.blocks.size();
+    counts.assign(user_counts, user_counts + n);
+    types.assign(user_types, user_types + n);
+    displs.assign(n, 0);
+    const uintptr_t staging = reinterpret_cast<uintptr_t>(side.staging);
+    for (size_t i = 0; i < n; ++i) {
+      const Block& b = side.blocks[i];
+      if (b.path != Path::typed) {
+        counts[i] = static_cast<int>(b.bytes);
+        types[i] = MPI_BYTE;
+        displs[i] = static_cast<Disp>((b.staged() ? staging + static_cast<uintptr_t>(b.offset) : b.first) - side.base);
+      } else if (b.moves) {
+        displs[i] = static_cast<Disp>(b.address - side.base);
+      }
+    }
+  }
+};
+
+// Alltoallw's plan for a side: resolves the chosen blocks; with typed blocks
+// beyond an int's reach of the staging buffer (`int_displacements`), stages
+// them all. False if the side cannot be carried.
+bool plan_w(Side& side, bool int_displacements) {
+  if (!resolve_side(side, false)) return false;
+  if (!side.rewritten()) return true;
+  if (side.staged && !allocate(side)) return false;
+  if (choose_base(side, int_displacements)) return true;
+  side.host = Staging();
+  side.dev = kernels::PooledBuffer();
+  return resolve_side(side, true) && allocate(side) && choose_base(side, int_displacements);
 }
 
 // Alltoallw and Neighbor_alltoallw: a type per block, so staged and typed
@@ -505,102 +599,41 @@ int alltoallw_common(WFn<Disp> fn, bool neighborhood, const void* sendbuf, const
     return fn(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm);
   };
   const bool in_place = sendbuf == MPI_IN_PLACE;
+  Call c{.in_place = in_place};
   if (!enabled() || !recvcounts || !rdispls || !recvtypes || (!in_place && (!sendcounts || !sdispls || !sendtypes)) ||
-      (in_place && neighborhood))
+      (in_place && neighborhood) || !screen(c, sendbuf, recvbuf, comm, neighborhood))
     return pass();
-  const bool sdev = is_device_buffer(sendbuf), rdev = is_device_buffer(recvbuf);
-  const bool packers = uses_packers(config());
-  if ((sdev || rdev) && !carries_device(config())) {
-    counters().add(Counter::device_passed);
-    return pass();
-  }
-  if (!sdev && !rdev && !packers) return pass();
-  int ns = 0, nr = 0;
-  if (!peer_counts(comm, neighborhood, ns, nr)) return pass();
   auto stype = [&](int i) { return sendtypes[i]; };
   auto rtype = [&](int i) { return recvtypes[i]; };
-  if (!sdev && !rdev) {
-    const int form = (neighborhood ? 6 : 4) + (in_place ? 1 : 0);
-    const Shape ss{in_place ? 0 : ns, sendcounts, sendtypes, in_place ? 0 : ns}, rs{nr, recvcounts, recvtypes, nr};
-    if (passed_before(form, ss, rs)) return pass();
-    const uint64_t epoch = datatypes::detail::g_epoch.load(std::memory_order_acquire);
-    // Runs alone do not make a call worth taking (Open MPI handles them as
-    // fast as bytes: +0.3% instructions taken over); they ride along.
-    if (!(!in_place && worth_a_look(ns, sendcounts, false, packers, false, stype)) &&
-        !worth_a_look(nr, recvcounts, false, packers, false, rtype)) {
-      remember_pass(form, ss, rs, epoch);
-      return pass();
-    }
-  }
+  const Shape ss{in_place ? 0 : c.ns, sendcounts, sendtypes, in_place ? 0 : c.ns},
+      rs{c.nr, recvcounts, recvtypes, c.nr};
+  if (host_call_passes(c, (neighborhood ? 6 : 4) + (in_place ? 1 : 0), ss, rs, stype, rtype)) return pass();
 
-  std::array<std::byte, kArena> arena;
-  std::pmr::monotonic_buffer_resource memory(arena.data(), arena.size());
-  std::pmr::vector<char> sabsent(static_cast<size_t>(ns), 0, &memory), rabsent(static_cast<size_t>(nr), 0, &memory);
-  if (!mark_absent(comm, neighborhood, sabsent) || !mark_absent(comm, neighborhood, rabsent)) return pass();
-  Side s(&memory), r(&memory);
-  s.device = sdev;
-  r.device = rdev;
+  Sides sides;
+  if (!prepare(sides, c, comm, neighborhood)) return pass();
+  Side &s = sides.s, &r = sides.r;
   auto disp = [](const Disp* displs) { return [displs](int i, const Layout*) { return int64_t{displs[i]}; }; };
-  if (!in_place) describe(s, ns, sendbuf, sendcounts, sabsent, packers, true, stype, disp(sdispls));
-  describe(r, nr, recvbuf, recvcounts, rabsent, packers, true, rtype, disp(rdispls));
+  if (!in_place) describe(s, c.ns, sendbuf, sendcounts, sides.sabsent, c.packers, true, stype, disp(sdispls));
+  describe(r, c.nr, recvbuf, recvcounts, sides.rabsent, c.packers, true, rtype, disp(rdispls));
   constexpr bool int_displacements = sizeof(Disp) < sizeof(int64_t);
-  auto plan = [&](Side& side) {
-    if (!resolve_side(side, false)) return false;
-    if (!side.rewritten()) return true;
-    if (side.staged && !allocate(side)) return false;
-    if (choose_base(side, int_displacements)) return true;
-    // Typed blocks beyond an int's reach of the staging buffer: stage them all.
-    side.host = Staging();
-    side.dev = kernels::PooledBuffer();
-    return resolve_side(side, true) && allocate(side) && choose_base(side, int_displacements);
-  };
-  if (!plan(s) || !plan(r) || (!s.rewritten() && !r.rewritten())) {
-    if (sdev || rdev) counters().add(Counter::device_passed);
+  if (!plan_w(s, int_displacements) || !plan_w(r, int_displacements) || (!s.rewritten() && !r.rewritten())) {
+    declined(c);
     return pass();
   }
-  // The library's arguments for a side with staged blocks or runs.
-  struct Args {
-    explicit Args(std::pmr::memory_resource* m) : counts(m), displs(m), types(m) {}
-    std::pmr::vector<int> counts;
-    std::pmr::vector<Disp> displs;
-    std::pmr::vector<MPI_Datatype> types;
-  };
-  auto arguments = [](const Side& side, const int* counts, const MPI_Datatype* types, Args& a) {
-    const size_t n = side.blocks.size();
-    a.counts.assign(counts, counts + n);
-    a.types.assign(types, types + n);
-    a.displs.assign(n, 0);
-    const uintptr_t staging = reinterpret_cast<uintptr_t>(side.staging);
-    for (size_t i = 0; i < n; ++i) {
-      const Block& b = side.blocks[i];
-      if (b.path != Path::typed) {
-        a.counts[i] = static_cast<int>(b.bytes);
-        a.types[i] = MPI_BYTE;
-        a.displs[i] =
-            static_cast<Disp>((b.staged() ? staging + static_cast<uintptr_t>(b.offset) : b.first) - side.base);
-      } else if (b.moves) {
-        a.displs[i] = static_cast<Disp>(b.address - side.base);
-      }
-    }
-  };
-  Args sa(&memory), ra(&memory);
-  if (s.rewritten()) arguments(s, sendcounts, sendtypes, sa);
-  if (r.rewritten()) arguments(r, recvcounts, recvtypes, ra);
-  if ((s.staged && !pack_side(s)) || (in_place && r.staged && !pack_side(r))) {
-    if (sdev || rdev) counters().add(Counter::device_passed);
+  WArgs<Disp> sa(&sides.memory), ra(&sides.memory);
+  if (s.rewritten()) sa.build(s, sendcounts, sendtypes);
+  if (r.rewritten()) ra.build(r, recvcounts, recvtypes);
+  if (!pack_sides(sides, in_place)) {
+    declined(c);
     return pass();
   }
   const bool sw = s.rewritten(), rw = r.rewritten();
   const void* sbuf = in_place ? MPI_IN_PLACE : (sw ? reinterpret_cast<const void*>(s.base) : sendbuf);
   void* rbuf = rw ? reinterpret_cast<void*>(r.base) : recvbuf;
-  int rc = fn(sbuf, sw ? sa.counts.data() : sendcounts, sw ? sa.displs.data() : sdispls,
-              sw ? sa.types.data() : sendtypes, rbuf, rw ? ra.counts.data() : recvcounts,
-              rw ? ra.displs.data() : rdispls, rw ? ra.types.data() : recvtypes, comm);
-  if (rc == MPI_SUCCESS && r.staged) rc = unpack_side(r);
-  counters().add(Counter::alltoall_taken);
-  count_blocks(s);
-  count_blocks(r);
-  return rc;
+  const int rc = fn(sbuf, sw ? sa.counts.data() : sendcounts, sw ? sa.displs.data() : sdispls,
+                    sw ? sa.types.data() : sendtypes, rbuf, rw ? ra.counts.data() : recvcounts,
+                    rw ? ra.displs.data() : rdispls, rw ? ra.types.data() : recvtypes, comm);
+  return completed(rc, sides);
 }
 
 }  // namespace

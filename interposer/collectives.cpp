@@ -117,6 +117,25 @@ std::optional<int> staged(const void* sbuf, int64_t scount, MPI_Datatype stype, 
 // chosen, combines on the host as before.
 alg::Combiner staged_combiner() { return device::combine_on_device_wanted() ? &device::combine_on_device : nullptr; }
 
+// A reduction staged: staged() with one type and the staged combiner installed around `call`.
+template <class Call>
+std::optional<int> staged_reduction(const void* sbuf, int64_t scount, void* rbuf, int64_t rcount, MPI_Datatype type,
+                                    bool recv_is_input, Call call) {
+  return staged(sbuf, scount, type, rbuf, rcount, type, recv_is_input, [&](const void* s, void* r) {
+    const alg::ScopedCombiner combine(staged_combiner());
+    return call(s, r);
+  });
+}
+
+// Reduce_scatter(_block) staged: the send buffer holds `total` elements,
+// this rank receives `mine` (in place, the receive buffer holds the whole input).
+template <class Call>
+std::optional<int> staged_scatter(const void* sbuf, void* rbuf, int64_t total, int64_t mine, MPI_Datatype type,
+                                  Call call) {
+  const bool in_place = sbuf == MPI_IN_PLACE;
+  return staged_reduction(sbuf, total, rbuf, in_place ? total : mine, type, in_place, call);
+}
+
 int comm_size(MPI_Comm comm) {
   int p = 0;
   if (PMPI_Comm_size(comm, &p) != MPI_SUCCESS) return 0;
@@ -137,10 +156,8 @@ bool intercomm(MPI_Comm comm) {
 [[gnu::noinline]] static int allreduce_slow(const void* sbuf, void* rbuf, int count, MPI_Datatype type, MPI_Op op,
                                             MPI_Comm comm) {
   if (needs_staging(sbuf, rbuf) && !intercomm(comm)) {
-    if (auto rc = staged(sbuf, count, type, rbuf, count, type, sbuf == MPI_IN_PLACE, [&](const void* s, void* r) {
-          const alg::ScopedCombiner combine(staged_combiner());
-          return MPI_Allreduce(s, r, count, type, op, comm);
-        }))
+    if (auto rc = staged_reduction(sbuf, count, rbuf, count, type, sbuf == MPI_IN_PLACE,
+                                   [&](const void* s, void* r) { return MPI_Allreduce(s, r, count, type, op, comm); }))
       return *rc;
   }
   return route(
@@ -172,8 +189,7 @@ bool intercomm(MPI_Comm comm) {
     // The receive buffer matters at the root only (elsewhere it may be anything).
     void* rb = is_root ? rbuf : nullptr;
     if (needs_staging(sbuf, rb)) {
-      if (auto rc = staged(sbuf, count, type, rb, count, type, sbuf == MPI_IN_PLACE, [&](const void* s, void* r) {
-            const alg::ScopedCombiner combine(staged_combiner());
+      if (auto rc = staged_reduction(sbuf, count, rb, count, type, sbuf == MPI_IN_PLACE, [&](const void* s, void* r) {
             return MPI_Reduce(s, is_root ? r : rbuf, count, type, op, root, comm);
           }))
         return *rc;
@@ -184,33 +200,16 @@ bool intercomm(MPI_Comm comm) {
       [&] { return next::Reduce(sbuf, rbuf, count, type, op, root, comm); });
 }
 
-[[gnu::noinline]] static int allgather_slow(const void* sbuf, int scount, MPI_Datatype stype, void* rbuf, int rcount,
-                                            MPI_Datatype rtype, MPI_Comm comm) {
-  if (needs_staging(sbuf, rbuf) && !intercomm(comm)) {
-    if (auto rc =
-            staged(sbuf, scount, stype, rbuf, int64_t{rcount} * comm_size(comm), rtype, sbuf == MPI_IN_PLACE,
-                   [&](const void* s, void* r) { return MPI_Allgather(s, scount, stype, r, rcount, rtype, comm); }))
-      return *rc;
-  }
-  return route(
-      sbuf, rbuf, [&] { return alg::allgather(sbuf, scount, stype, rbuf, rcount, rtype, comm); },
-      [&] { return next::Allgather(sbuf, scount, stype, rbuf, rcount, rtype, comm); });
-}
-
 extern "C" int MPI_Reduce_scatter(const void* sbuf, void* rbuf, const int rcounts[], MPI_Datatype type, MPI_Op op,
                                   MPI_Comm comm) {
   if (rcounts && needs_staging(sbuf, rbuf) && !intercomm(comm)) {
     const int p = comm_size(comm), me = comm_rank(comm);
     int64_t total = 0;
     for (int i = 0; i < p; ++i) total += rcounts[i];
-    // In place, the receive buffer holds the whole input.
-    const bool in_place = sbuf == MPI_IN_PLACE;
     if (p > 0 && me >= 0) {
-      if (auto rc = staged(sbuf, total, type, rbuf, in_place ? total : rcounts[me], type, in_place,
-                           [&](const void* s, void* r) {
-                             const alg::ScopedCombiner combine(staged_combiner());
-                             return MPI_Reduce_scatter(s, r, rcounts, type, op, comm);
-                           }))
+      if (auto rc = staged_scatter(sbuf, rbuf, total, rcounts[me], type, [&](const void* s, void* r) {
+            return MPI_Reduce_scatter(s, r, rcounts, type, op, comm);
+          }))
         return *rc;
     }
   }
@@ -222,13 +221,9 @@ extern "C" int MPI_Reduce_scatter(const void* sbuf, void* rbuf, const int rcount
 [[gnu::noinline]] static int reduce_scatter_block_slow(const void* sbuf, void* rbuf, int rcount, MPI_Datatype type,
                                                        MPI_Op op, MPI_Comm comm) {
   if (needs_staging(sbuf, rbuf) && !intercomm(comm)) {
-    const int64_t total = int64_t{rcount} * comm_size(comm);
-    const bool in_place = sbuf == MPI_IN_PLACE;
-    if (auto rc =
-            staged(sbuf, total, type, rbuf, in_place ? total : rcount, type, in_place, [&](const void* s, void* r) {
-              const alg::ScopedCombiner combine(staged_combiner());
-              return MPI_Reduce_scatter_block(s, r, rcount, type, op, comm);
-            }))
+    if (auto rc = staged_scatter(
+            sbuf, rbuf, int64_t{rcount} * comm_size(comm), rcount, type,
+            [&](const void* s, void* r) { return MPI_Reduce_scatter_block(s, r, rcount, type, op, comm); }))
       return *rc;
   }
   return route(
@@ -236,18 +231,24 @@ extern "C" int MPI_Reduce_scatter(const void* sbuf, void* rbuf, const int rcount
       [&] { return next::Reduce_scatter_block(sbuf, rbuf, rcount, type, op, comm); });
 }
 
-[[gnu::noinline]] static int alltoall_slow(const void* sbuf, int scount, MPI_Datatype stype, void* rbuf, int rcount,
+// Allgather and Alltoall take the same arguments; Alltoall's send buffer
+// holds a block for every rank, Allgather's one.
+template <alg::Collective kind>
+[[gnu::noinline]] static int exchange_slow(const void* sbuf, int scount, MPI_Datatype stype, void* rbuf, int rcount,
                                            MPI_Datatype rtype, MPI_Comm comm) {
+  constexpr bool alltoall = kind == alg::Collective::alltoall;
   if (needs_staging(sbuf, rbuf) && !intercomm(comm)) {
     const int p = comm_size(comm);
-    if (auto rc =
-            staged(sbuf, int64_t{scount} * p, stype, rbuf, int64_t{rcount} * p, rtype, sbuf == MPI_IN_PLACE,
-                   [&](const void* s, void* r) { return MPI_Alltoall(s, scount, stype, r, rcount, rtype, comm); }))
+    if (auto rc = staged(sbuf, alltoall ? int64_t{scount} * p : scount, stype, rbuf, int64_t{rcount} * p, rtype,
+                         sbuf == MPI_IN_PLACE, [&](const void* s, void* r) {
+                           return (alltoall ? MPI_Alltoall : MPI_Allgather)(s, scount, stype, r, rcount, rtype, comm);
+                         }))
       return *rc;
   }
   return route(
-      sbuf, rbuf, [&] { return alg::alltoall(sbuf, scount, stype, rbuf, rcount, rtype, comm); },
-      [&] { return next::Alltoall(sbuf, scount, stype, rbuf, rcount, rtype, comm); });
+      sbuf, rbuf,
+      [&] { return (alltoall ? alg::alltoall : alg::allgather)(sbuf, scount, stype, rbuf, rcount, rtype, comm); },
+      [&] { return (alltoall ? next::Alltoall : next::Allgather)(sbuf, scount, stype, rbuf, rcount, rtype, comm); });
 }
 
 // ---- The entry points ---------------------------------------------------------
@@ -263,6 +264,17 @@ namespace {
   if (c.report != 0 || (carries_device(c) && !kernels::device_memory_surely_absent())) return false;
   const alg::Remembered* d = alg::recall_decision(alg::decision_key(call, comm));
   return d && !d->algorithm;
+}
+
+// Allgather and Alltoall, inlined into each entry point.
+template <alg::Collective kind>
+[[gnu::always_inline]] inline int exchange(const void* sbuf, int scount, MPI_Datatype stype, void* rbuf, int rcount,
+                                           MPI_Datatype rtype, MPI_Comm comm) {
+  if (surely_library(
+          {.collective = kind, .sbuf = sbuf, .count = rcount, .type = rtype, .scount = scount, .stype = stype}, comm))
+    return (kind == alg::Collective::alltoall ? next::Alltoall : next::Allgather)(sbuf, scount, stype, rbuf, rcount,
+                                                                                  rtype, comm);
+  return exchange_slow<kind>(sbuf, scount, stype, rbuf, rcount, rtype, comm);
 }
 }  // namespace
 
@@ -290,15 +302,7 @@ extern "C" int MPI_Reduce(const void* sbuf, void* rbuf, int count, MPI_Datatype 
 
 extern "C" int MPI_Allgather(const void* sbuf, int scount, MPI_Datatype stype, void* rbuf, int rcount,
                              MPI_Datatype rtype, MPI_Comm comm) {
-  if (surely_library({.collective = alg::Collective::allgather,
-                      .sbuf = sbuf,
-                      .count = rcount,
-                      .type = rtype,
-                      .scount = scount,
-                      .stype = stype},
-                     comm))
-    return next::Allgather(sbuf, scount, stype, rbuf, rcount, rtype, comm);
-  return allgather_slow(sbuf, scount, stype, rbuf, rcount, rtype, comm);
+  return exchange<alg::Collective::allgather>(sbuf, scount, stype, rbuf, rcount, rtype, comm);
 }
 
 extern "C" int MPI_Reduce_scatter_block(const void* sbuf, void* rbuf, int rcount, MPI_Datatype type, MPI_Op op,
@@ -312,13 +316,5 @@ extern "C" int MPI_Reduce_scatter_block(const void* sbuf, void* rbuf, int rcount
 
 extern "C" int MPI_Alltoall(const void* sbuf, int scount, MPI_Datatype stype, void* rbuf, int rcount,
                             MPI_Datatype rtype, MPI_Comm comm) {
-  if (surely_library({.collective = alg::Collective::alltoall,
-                      .sbuf = sbuf,
-                      .count = rcount,
-                      .type = rtype,
-                      .scount = scount,
-                      .stype = stype},
-                     comm))
-    return next::Alltoall(sbuf, scount, stype, rbuf, rcount, rtype, comm);
-  return alltoall_slow(sbuf, scount, stype, rbuf, rcount, rtype, comm);
+  return exchange<alg::Collective::alltoall>(sbuf, scount, stype, rbuf, rcount, rtype, comm);
 }

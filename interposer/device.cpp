@@ -45,6 +45,7 @@ struct PackerKey {
   const datatypes::Layout* layout;
   int device;
   kernels::DeviceRuntime* rt;
+  // NOLINTNEXTLINE(modernize-use-nullptr): clang-tidy 14 sees the literal 0 a defaulted <=> compares against
   auto operator<=>(const PackerKey&) const = default;
 };
 struct PackerEntry {

@@ -18,7 +18,10 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <array>
+#include <cstddef>
 #include <optional>
+#include <utility>
 
 #include "interposer/device.h"
 #include "kernels/device_reduce.h"
@@ -32,17 +35,13 @@ using kernels::ReduceOp;
 using kernels::ReduceType;
 
 std::optional<ReduceOp> op_of(MPI_Op op) {
-  if (op == MPI_SUM) return ReduceOp::sum;
-  if (op == MPI_PROD) return ReduceOp::prod;
-  if (op == MPI_MIN) return ReduceOp::min;
-  if (op == MPI_MAX) return ReduceOp::max;
-  if (op == MPI_LAND) return ReduceOp::land;
-  if (op == MPI_LOR) return ReduceOp::lor;
-  if (op == MPI_LXOR) return ReduceOp::lxor;
-  if (op == MPI_BAND) return ReduceOp::band;
-  if (op == MPI_BOR) return ReduceOp::bor;
-  if (op == MPI_BXOR) return ReduceOp::bxor;
-  return std::nullopt;
+  // In ReduceOp's order (kernels/device_reduce.h).
+  static const std::array<MPI_Op, 10> ops{MPI_SUM, MPI_PROD, MPI_MIN,  MPI_MAX, MPI_LAND,
+                                          MPI_LOR, MPI_LXOR, MPI_BAND, MPI_BOR, MPI_BXOR};
+  static_assert(static_cast<int>(ReduceOp::sum) == 0 && static_cast<int>(ReduceOp::bxor) == 9);
+  const auto* const it = std::ranges::find(ops, op);
+  if (it == ops.end()) return std::nullopt;
+  return static_cast<ReduceOp>(it - ops.begin());
 }
 
 template <class T>
@@ -59,25 +58,31 @@ constexpr ReduceType integer_type() {
 // The C integer and floating types of MPI's reduction rules (MPI_CHAR is
 // not one of them), by the C type each stands for.
 std::optional<ReduceType> type_of(MPI_Datatype t) {
-  if (t == MPI_SIGNED_CHAR || t == MPI_INT8_T) return ReduceType::i8;
-  if (t == MPI_UNSIGNED_CHAR || t == MPI_UINT8_T) return ReduceType::u8;
-  if (t == MPI_SHORT) return integer_type<short>();
-  if (t == MPI_UNSIGNED_SHORT) return integer_type<unsigned short>();
-  if (t == MPI_INT) return integer_type<int>();
-  if (t == MPI_UNSIGNED) return integer_type<unsigned>();
-  if (t == MPI_LONG) return integer_type<long>();
-  if (t == MPI_UNSIGNED_LONG) return integer_type<unsigned long>();
-  if (t == MPI_LONG_LONG || t == MPI_LONG_LONG_INT) return integer_type<long long>();
-  if (t == MPI_UNSIGNED_LONG_LONG) return integer_type<unsigned long long>();
-  if (t == MPI_INT16_T) return ReduceType::i16;
-  if (t == MPI_UINT16_T) return ReduceType::u16;
-  if (t == MPI_INT32_T) return ReduceType::i32;
-  if (t == MPI_UINT32_T) return ReduceType::u32;
-  if (t == MPI_INT64_T) return ReduceType::i64;
-  if (t == MPI_UINT64_T) return ReduceType::u64;
-  if (t == MPI_FLOAT) return ReduceType::f32;
-  if (t == MPI_DOUBLE) return ReduceType::f64;
-  return std::nullopt;
+  static const std::array<std::pair<MPI_Datatype, ReduceType>, 21> types{
+      {{MPI_SIGNED_CHAR, ReduceType::i8},
+       {MPI_INT8_T, ReduceType::i8},
+       {MPI_UNSIGNED_CHAR, ReduceType::u8},
+       {MPI_UINT8_T, ReduceType::u8},
+       {MPI_SHORT, integer_type<short>()},
+       {MPI_UNSIGNED_SHORT, integer_type<unsigned short>()},
+       {MPI_INT, integer_type<int>()},
+       {MPI_UNSIGNED, integer_type<unsigned>()},
+       {MPI_LONG, integer_type<long>()},
+       {MPI_UNSIGNED_LONG, integer_type<unsigned long>()},
+       {MPI_LONG_LONG, integer_type<long long>()},
+       {MPI_LONG_LONG_INT, integer_type<long long>()},
+       {MPI_UNSIGNED_LONG_LONG, integer_type<unsigned long long>()},
+       {MPI_INT16_T, ReduceType::i16},
+       {MPI_UINT16_T, ReduceType::u16},
+       {MPI_INT32_T, ReduceType::i32},
+       {MPI_UINT32_T, ReduceType::u32},
+       {MPI_INT64_T, ReduceType::i64},
+       {MPI_UINT64_T, ReduceType::u64},
+       {MPI_FLOAT, ReduceType::f32},
+       {MPI_DOUBLE, ReduceType::f64}}};
+  const auto* const it = std::ranges::find(types, t, &std::pair<MPI_Datatype, ReduceType>::first);
+  if (it == types.end()) return std::nullopt;
+  return it->second;
 }
 
 // Operand bytes moved per round: bounds the device scratch (twice this).

@@ -30,6 +30,7 @@
 
 #include "interposer/init.h"
 
+// NOLINTNEXTLINE(misc-redundant-expression): MPI_Fint is int on both libraries, which is what this asserts
 static_assert(sizeof(MPI_Fint) == sizeof(int), "Fortran INTEGER arrays are passed to C as int arrays");
 
 namespace {
@@ -501,29 +502,34 @@ void veneer_fortran_alltoall(void* sendbuf, F* sendcount, F* sendtype, void* rec
                                  type(recvtype), comm(c)));
 }
 
-void veneer_fortran_wait(F* request, F* status, F* ierror) { wait<f77>(request, status, ierror); }
-void veneer_fortran_test(F* request, F* flag, F* status, F* ierror) { test<f77>(request, flag, status, ierror); }
-void veneer_fortran_waitall(F* count, F* requests, F* statuses, F* ierror) {
-  waitall<f77>(count, requests, statuses, ierror);
-}
-void veneer_fortran_testall(F* count, F* requests, F* flag, F* statuses, F* ierror) {
-  testall<f77>(count, requests, flag, statuses, ierror);
-}
-void veneer_fortran_waitany(F* count, F* requests, F* index, F* status, F* ierror) {
-  waitany<f77>(count, requests, index, status, ierror);
-}
-void veneer_fortran_testany(F* count, F* requests, F* index, F* flag, F* status, F* ierror) {
-  testany<f77>(count, requests, index, flag, status, ierror);
-}
-void veneer_fortran_waitsome(F* incount, F* requests, F* outcount, F* indices, F* statuses, F* ierror) {
-  some<f77, MPI_Waitsome>(incount, requests, outcount, indices, statuses, ierror);
-}
-void veneer_fortran_testsome(F* incount, F* requests, F* outcount, F* indices, F* statuses, F* ierror) {
-  some<f77, MPI_Testsome>(incount, requests, outcount, indices, statuses, ierror);
-}
-void veneer_fortran_request_get_status(F* request, F* flag, F* status, F* ierror) {
-  request_get_status<f77>(request, flag, status, ierror);
-}
+// The completion calls, once for each set of sentinels (`prefix`: the
+// function names' start; `S`: f77 or f08).
+#define VENEER_COMPLETION_CALLS(prefix, S)                                                                  \
+  void prefix##_wait(F* request, F* status, F* ierror) { wait<S>(request, status, ierror); }                \
+  void prefix##_test(F* request, F* flag, F* status, F* ierror) { test<S>(request, flag, status, ierror); } \
+  void prefix##_waitall(F* count, F* requests, F* statuses, F* ierror) {                                    \
+    waitall<S>(count, requests, statuses, ierror);                                                          \
+  }                                                                                                         \
+  void prefix##_testall(F* count, F* requests, F* flag, F* statuses, F* ierror) {                           \
+    testall<S>(count, requests, flag, statuses, ierror);                                                    \
+  }                                                                                                         \
+  void prefix##_waitany(F* count, F* requests, F* index, F* status, F* ierror) {                            \
+    waitany<S>(count, requests, index, status, ierror);                                                     \
+  }                                                                                                         \
+  void prefix##_testany(F* count, F* requests, F* index, F* flag, F* status, F* ierror) {                   \
+    testany<S>(count, requests, index, flag, status, ierror);                                               \
+  }                                                                                                         \
+  void prefix##_waitsome(F* incount, F* requests, F* outcount, F* indices, F* statuses, F* ierror) {        \
+    some<S, MPI_Waitsome>(incount, requests, outcount, indices, statuses, ierror);                          \
+  }                                                                                                         \
+  void prefix##_testsome(F* incount, F* requests, F* outcount, F* indices, F* statuses, F* ierror) {        \
+    some<S, MPI_Testsome>(incount, requests, outcount, indices, statuses, ierror);                          \
+  }                                                                                                         \
+  void prefix##_request_get_status(F* request, F* flag, F* status, F* ierror) {                             \
+    request_get_status<S>(request, flag, status, ierror);                                                   \
+  }
+
+VENEER_COMPLETION_CALLS(veneer_fortran, f77)
 void veneer_fortran_request_free(F* request, F* ierror) { request_free(request, ierror); }
 void veneer_fortran_cancel(F* request, F* ierror) { cancel(request, ierror); }
 void veneer_fortran_type_commit(F* datatype, F* ierror) { type_commit(datatype, ierror); }
@@ -531,30 +537,9 @@ void veneer_fortran_type_dup(F* oldtype, F* newtype, F* ierror) { type_dup(oldty
 
 #ifdef MPICH
 // MPICH's mpi_f08 completion calls: the same arguments, mpi_f08's sentinels.
-void veneer_fortran08_wait(F* request, F* status, F* ierror) { wait<f08>(request, status, ierror); }
-void veneer_fortran08_test(F* request, F* flag, F* status, F* ierror) { test<f08>(request, flag, status, ierror); }
-void veneer_fortran08_waitall(F* count, F* requests, F* statuses, F* ierror) {
-  waitall<f08>(count, requests, statuses, ierror);
-}
-void veneer_fortran08_testall(F* count, F* requests, F* flag, F* statuses, F* ierror) {
-  testall<f08>(count, requests, flag, statuses, ierror);
-}
-void veneer_fortran08_waitany(F* count, F* requests, F* index, F* status, F* ierror) {
-  waitany<f08>(count, requests, index, status, ierror);
-}
-void veneer_fortran08_testany(F* count, F* requests, F* index, F* flag, F* status, F* ierror) {
-  testany<f08>(count, requests, index, flag, status, ierror);
-}
-void veneer_fortran08_waitsome(F* incount, F* requests, F* outcount, F* indices, F* statuses, F* ierror) {
-  some<f08, MPI_Waitsome>(incount, requests, outcount, indices, statuses, ierror);
-}
-void veneer_fortran08_testsome(F* incount, F* requests, F* outcount, F* indices, F* statuses, F* ierror) {
-  some<f08, MPI_Testsome>(incount, requests, outcount, indices, statuses, ierror);
-}
-void veneer_fortran08_request_get_status(F* request, F* flag, F* status, F* ierror) {
-  request_get_status<f08>(request, flag, status, ierror);
-}
+VENEER_COMPLETION_CALLS(veneer_fortran08, f08)
 #endif
+#undef VENEER_COMPLETION_CALLS
 
 }  // extern "C"
 

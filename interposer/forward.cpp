@@ -9,10 +9,17 @@ VENEER_FORWARDED(VENEER_DEFINE)
 VENEER_FORWARDED_LARGE(VENEER_DEFINE)
 #undef VENEER_DEFINE
 
+namespace {
+// `slot` becomes the next definition of `symbol` after Veneer's, else the library's own.
+template <class Fn>
+void bind_next(Fn& slot, const char* symbol, Fn library) {
+  void* f = dlsym(RTLD_NEXT, symbol);
+  slot = f ? reinterpret_cast<Fn>(f) : library;
+}
+}  // namespace
+
 void resolve() {
-#define VENEER_RESOLVE(name)                                                                \
-  if (void* f = dlsym(RTLD_NEXT, "MPI_" #name)) name = reinterpret_cast<decltype(name)>(f); \
-  else name = &PMPI_##name;
+#define VENEER_RESOLVE(name) bind_next(name, "MPI_" #name, &PMPI_##name);
   VENEER_FORWARDED(VENEER_RESOLVE)
   VENEER_FORWARDED_LARGE(VENEER_RESOLVE)
 #undef VENEER_RESOLVE

@@ -18,8 +18,8 @@
 #include <climits>
 #include <cstdint>
 
-#include "datatypes/pack.h"
 #include "interposer/forward.h"
+#include "interposer/pack.h"
 #include "interposer/switchboard.h"
 #include "support/counters.h"
 
@@ -29,50 +29,44 @@ namespace {
 
 bool fits_int(MPI_Count n) { return n >= INT_MIN && n <= INT_MAX; }
 
+// MPI_Pack_c (`packing`) and MPI_Unpack_c in the terms both share: `count`
+// instances of `type` at `user`, a packed buffer of `size` bytes at
+// `*position`. `int_form(count, size, &position)` is the int entry point,
+// `library()` the library's _c form with the caller's arguments.
+template <bool packing, class IntForm, class Library>
+int pack_c(const void* user, MPI_Count count, MPI_Datatype type, const void* packed, MPI_Count size,
+           MPI_Count* position, MPI_Comm comm, IntForm int_form, Library library) {
+  if (position && fits_int(count) && fits_int(size) && fits_int(*position)) {
+    int at = static_cast<int>(*position);
+    const int rc = int_form(static_cast<int>(count), static_cast<int>(size), &at);
+    *position = at;
+    return rc;
+  }
+  if (const int64_t n = pack_on_host(packing, user, count, type, packed, size, position ? *position : -1, comm);
+      n >= 0) {
+    *position += n;
+    return MPI_SUCCESS;
+  }
+  counters().add(packing ? Counter::pack_passed : Counter::unpack_passed);
+  return library();
+}
+
 }  // namespace
 
 extern "C" int MPI_Pack_c(const void* inbuf, MPI_Count incount, MPI_Datatype type, void* outbuf, MPI_Count outsize,
                           MPI_Count* position, MPI_Comm comm) {
-  if (position && fits_int(incount) && fits_int(outsize) && fits_int(*position)) {
-    int at = static_cast<int>(*position);
-    const int rc = MPI_Pack(inbuf, static_cast<int>(incount), type, outbuf, static_cast<int>(outsize), &at, comm);
-    *position = at;
-    return rc;
-  }
-  const datatypes::Layout* layout = outbuf && position ? pack_layout(incount, type, outsize, *position, comm) : nullptr;
-  if (layout && !cpu_accessible(outbuf, offset_ptr(inbuf, layout->true_lb))) layout = nullptr;
-  if (!layout) {
-    counters().add(Counter::pack_passed);
-    return next::Pack_c(inbuf, incount, type, outbuf, outsize, position, comm);
-  }
-  ScopedTimer timer;
-  const int64_t n = datatypes::pack_all(*layout, incount, inbuf, offset_ptr(outbuf, *position));
-  *position += n;
-  counters().add(Counter::pack_taken);
-  counters().add(Counter::bytes_packed, static_cast<uint64_t>(n));
-  return MPI_SUCCESS;
+  return pack_c<true>(
+      inbuf, incount, type, outbuf, outsize, position, comm,
+      [&](int n, int size, int* at) { return MPI_Pack(inbuf, n, type, outbuf, size, at, comm); },
+      [&] { return next::Pack_c(inbuf, incount, type, outbuf, outsize, position, comm); });
 }
 
 extern "C" int MPI_Unpack_c(const void* inbuf, MPI_Count insize, MPI_Count* position, void* outbuf, MPI_Count outcount,
                             MPI_Datatype type, MPI_Comm comm) {
-  if (position && fits_int(insize) && fits_int(outcount) && fits_int(*position)) {
-    int at = static_cast<int>(*position);
-    const int rc = MPI_Unpack(inbuf, static_cast<int>(insize), &at, outbuf, static_cast<int>(outcount), type, comm);
-    *position = at;
-    return rc;
-  }
-  const datatypes::Layout* layout = inbuf && position ? pack_layout(outcount, type, insize, *position, comm) : nullptr;
-  if (layout && !cpu_accessible(inbuf, offset_ptr(outbuf, layout->true_lb))) layout = nullptr;
-  if (!layout) {
-    counters().add(Counter::unpack_passed);
-    return next::Unpack_c(inbuf, insize, position, outbuf, outcount, type, comm);
-  }
-  ScopedTimer timer;
-  const int64_t n = datatypes::unpack_all(*layout, outcount, outbuf, offset_ptr(inbuf, *position));
-  *position += n;
-  counters().add(Counter::unpack_taken);
-  counters().add(Counter::bytes_unpacked, static_cast<uint64_t>(n));
-  return MPI_SUCCESS;
+  return pack_c<false>(
+      outbuf, outcount, type, inbuf, insize, position, comm,
+      [&](int n, int size, int* at) { return MPI_Unpack(inbuf, size, at, outbuf, n, type, comm); },
+      [&] { return next::Unpack_c(inbuf, insize, position, outbuf, outcount, type, comm); });
 }
 
 extern "C" int MPI_Send_c(const void* buf, MPI_Count count, MPI_Datatype type, int dest, int tag, MPI_Comm comm) {
@@ -127,21 +121,22 @@ VENEER_SEND_C(Rsend, Counter::send_passed)
 VENEER_SEND_C(Bsend, Counter::send_passed)
 #undef VENEER_SEND_C
 
-#define VENEER_NONBLOCKING_C(Name, Buf, Counter)                                                               \
+// `peer`: the partner's parameter name in mpi.h (dest or source).
+#define VENEER_NONBLOCKING_C(Name, Buf, peer, Counter)                                                         \
   extern "C" int MPI_##Name##_c(Buf buf, MPI_Count count, MPI_Datatype type, int peer, int tag, MPI_Comm comm, \
                                 MPI_Request* request) {                                                        \
     if (fits_int(count)) return MPI_##Name(buf, static_cast<int>(count), type, peer, tag, comm, request);      \
     counters().add(Counter);                                                                                   \
     return next::Name##_c(buf, count, type, peer, tag, comm, request);                                         \
   }
-VENEER_NONBLOCKING_C(Issend, const void*, Counter::send_passed)
-VENEER_NONBLOCKING_C(Ibsend, const void*, Counter::send_passed)
-VENEER_NONBLOCKING_C(Irsend, const void*, Counter::send_passed)
-VENEER_NONBLOCKING_C(Send_init, const void*, Counter::send_passed)
-VENEER_NONBLOCKING_C(Ssend_init, const void*, Counter::send_passed)
-VENEER_NONBLOCKING_C(Bsend_init, const void*, Counter::send_passed)
-VENEER_NONBLOCKING_C(Rsend_init, const void*, Counter::send_passed)
-VENEER_NONBLOCKING_C(Recv_init, void*, Counter::recv_passed)
+VENEER_NONBLOCKING_C(Issend, const void*, dest, Counter::send_passed)
+VENEER_NONBLOCKING_C(Ibsend, const void*, dest, Counter::send_passed)
+VENEER_NONBLOCKING_C(Irsend, const void*, dest, Counter::send_passed)
+VENEER_NONBLOCKING_C(Send_init, const void*, dest, Counter::send_passed)
+VENEER_NONBLOCKING_C(Ssend_init, const void*, dest, Counter::send_passed)
+VENEER_NONBLOCKING_C(Bsend_init, const void*, dest, Counter::send_passed)
+VENEER_NONBLOCKING_C(Rsend_init, const void*, dest, Counter::send_passed)
+VENEER_NONBLOCKING_C(Recv_init, void*, source, Counter::recv_passed)
 #undef VENEER_NONBLOCKING_C
 
 extern "C" int MPI_Sendrecv_replace_c(void* buf, MPI_Count count, MPI_Datatype type, int dest, int sendtag, int source,

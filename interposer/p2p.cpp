@@ -14,6 +14,9 @@
 #include <mpi.h>
 
 #include <climits>
+#include <memory>
+#include <type_traits>
+#include <utility>
 
 #include "datatypes/pack.h"
 #include "interposer/device.h"
@@ -49,93 +52,89 @@ device::Carried carried(const void* buf, int count, MPI_Datatype type, int peer)
   return c;
 }
 
+// Stages the device buffer `c` of a side, `count` instances at `buf`: a send
+// is packed (a persistent one, `device_only`, packs at every MPI_Start: only
+// its staging now), a receive gets its landing zone. False if that failed.
+bool stage_device(Outgoing& out, const device::Carried& c, int count, const void* buf, Routes routes) {
+  return routes == Routes::device_only ? device::landing_for_library(c, out.device)
+                                       : device::pack_for_library(c, count, buf, out.device);
+}
+bool stage_device(Incoming& in, const device::Carried& c, int /*count*/, void* /*buf*/, Routes /*routes*/) {
+  if (!device::landing_for_library(c, in.device)) return false;
+  in.capacity = c.bytes;
+  return true;
+}
+
+// Fills the host staging of a side (`bytes` bytes): a send is packed into
+// it, a receive keeps the layout to unpack with.
+void stage_host(Outgoing& out, const std::shared_ptr<const datatypes::Layout>& layout, int count, const void* buf,
+                int64_t bytes) {
+  ScopedTimer timer;
+  datatypes::pack_all(*layout, count, buf, out.host.get());
+  counters().add(Counter::bytes_packed, static_cast<uint64_t>(bytes));
+}
+void stage_host(Incoming& in, std::shared_ptr<const datatypes::Layout> layout, int /*count*/, void* /*buf*/,
+                int64_t bytes) {
+  in.capacity = bytes;
+  in.layout = std::move(layout);
+}
+
+// Points a side's library arguments at `bytes` bytes of Veneer's staging.
+template <class Side, class Buf>
+void hand_over_bytes(Side& side, Route route, Buf* staging, int64_t bytes) {
+  side.route = route;
+  side.buf = staging;
+  side.count = static_cast<int>(bytes);
+  side.type = MPI_BYTE;
+}
+
+// outgoing() and incoming(): one description, whichever side (a send's
+// buffer is const).
+template <class Side, class Buf>
+Side describe(Buf* buf, int count, MPI_Datatype type, int peer, MPI_Comm comm, Routes routes) {
+  constexpr bool send = std::is_const_v<Buf>;
+  Side side;
+  side.buf = side.user = buf;
+  side.count = side.user_count = count;
+  side.type = type;
+  if (device::Carried c = carried(buf, count, type, peer)) {
+    if (!stage_device(side, c, count, buf, routes)) {
+      log(LogLevel::warn, "a device %s buffer of %lld bytes could not be staged; handed to the library as it is",
+          send ? "send" : "receive", static_cast<long long>(c.bytes));
+      side.device = {};
+      counters().add(Counter::device_passed);
+      return side;
+    }
+    hand_over_bytes(side, Route::device, side.device.storage.get(), c.bytes);
+    side.carried = std::move(c);
+    counters().add(send ? Counter::send_taken : Counter::recv_taken);
+    return side;
+  }
+  auto layout = routes == Routes::any ? p2p_layout(buf, count, type, peer, comm) : nullptr;
+  if (layout) {
+    const int64_t bytes = layout->size * count;
+    side.host = Staging(static_cast<size_t>(bytes));
+    if (side.host.get()) {
+      hand_over_bytes(side, Route::host, side.host.get(), bytes);
+      stage_host(side, std::move(layout), count, buf, bytes);
+      counters().add(send ? Counter::send_taken : Counter::recv_taken);
+      return side;
+    }
+    log(LogLevel::debug, "no staging memory for a %lld-byte %s: passed through", static_cast<long long>(bytes),
+        send ? "send" : "receive");
+  }
+  counters().add(send ? Counter::send_passed : Counter::recv_passed);
+  return side;
+}
+
 }  // namespace
 
 Outgoing outgoing(const void* buf, int count, MPI_Datatype type, int peer, MPI_Comm comm, Routes routes) {
-  Outgoing out;
-  out.buf = out.user = buf;
-  out.count = out.user_count = count;
-  out.type = type;
-  if (device::Carried c = carried(buf, count, type, peer)) {
-    // A persistent send packs at every MPI_Start: only its staging now.
-    const bool ok = routes == Routes::device_only ? device::landing_for_library(c, out.device)
-                                                  : device::pack_for_library(c, count, buf, out.device);
-    if (!ok) {
-      log(LogLevel::warn, "a device send buffer of %lld bytes could not be staged; handed to the library as it is",
-          static_cast<long long>(c.bytes));
-      out.device = {};
-      counters().add(Counter::device_passed);
-      return out;
-    }
-    out.route = Route::device;
-    out.buf = out.device.storage.get();
-    out.count = static_cast<int>(c.bytes);
-    out.type = MPI_BYTE;
-    out.carried = std::move(c);
-    counters().add(Counter::send_taken);
-    return out;
-  }
-  auto layout = routes == Routes::any ? p2p_layout(buf, count, type, peer, comm) : nullptr;
-  if (layout) {
-    const int64_t bytes = layout->size * count;
-    ScopedTimer timer;
-    out.host = Staging(static_cast<size_t>(bytes));
-    if (out.host.get()) {
-      datatypes::pack_all(*layout, count, buf, out.host.get());
-      counters().add(Counter::bytes_packed, static_cast<uint64_t>(bytes));
-      counters().add(Counter::send_taken);
-      out.route = Route::host;
-      out.buf = out.host.get();
-      out.count = static_cast<int>(bytes);
-      out.type = MPI_BYTE;
-      return out;
-    }
-    log(LogLevel::debug, "no staging memory for a %lld-byte send: passed through", static_cast<long long>(bytes));
-  }
-  counters().add(Counter::send_passed);
-  return out;
+  return describe<Outgoing>(buf, count, type, peer, comm, routes);
 }
 
 Incoming incoming(void* buf, int count, MPI_Datatype type, int peer, MPI_Comm comm, Routes routes) {
-  Incoming in;
-  in.buf = in.user = buf;
-  in.count = in.user_count = count;
-  in.type = type;
-  if (device::Carried c = carried(buf, count, type, peer)) {
-    if (!device::landing_for_library(c, in.device)) {
-      log(LogLevel::warn, "no landing zone for a %lld-byte device receive; handed to the library as it is",
-          static_cast<long long>(c.bytes));
-      in.device = {};
-      counters().add(Counter::device_passed);
-      return in;
-    }
-    in.route = Route::device;
-    in.buf = in.device.storage.get();
-    in.count = static_cast<int>(c.bytes);
-    in.type = MPI_BYTE;
-    in.capacity = c.bytes;
-    in.carried = std::move(c);
-    counters().add(Counter::recv_taken);
-    return in;
-  }
-  auto layout = routes == Routes::any ? p2p_layout(buf, count, type, peer, comm) : nullptr;
-  if (layout) {
-    const int64_t bytes = layout->size * count;
-    in.host = Staging(static_cast<size_t>(bytes));
-    if (in.host.get()) {
-      in.route = Route::host;
-      in.buf = in.host.get();
-      in.count = static_cast<int>(bytes);
-      in.type = MPI_BYTE;
-      in.capacity = bytes;
-      in.layout = std::move(layout);
-      counters().add(Counter::recv_taken);
-      return in;
-    }
-    log(LogLevel::debug, "no staging memory for a %lld-byte receive: passed through", static_cast<long long>(bytes));
-  }
-  counters().add(Counter::recv_passed);
-  return in;
+  return describe<Incoming>(buf, count, type, peer, comm, routes);
 }
 
 int repack(Outgoing& out) {
@@ -174,8 +173,33 @@ using namespace veneer;
 namespace {
 
 using SendFn = int (*)(const void*, int, MPI_Datatype, int, int, MPI_Comm);
-using IsendFn = int (*)(const void*, int, MPI_Datatype, int, int, MPI_Comm, MPI_Request*);
-using RecvInitFn = int (*)(void*, int, MPI_Datatype, int, int, MPI_Comm, MPI_Request*);
+
+// Keeps a side Veneer staged in the request table until `request` completes
+// (is freed, for a persistent one).
+void keep(MPI_Request request, Outgoing&& out, bool persistent) {
+  Pending pending;
+  pending.out = std::move(out);
+  pending.persistent = persistent;
+  requests::track(request, std::move(pending));
+}
+void keep(MPI_Request request, Incoming&& in, bool persistent) {
+  Pending pending;
+  pending.is_recv = true;
+  pending.in = std::move(in);
+  pending.persistent = persistent;
+  requests::track(request, std::move(pending));
+}
+
+// A blocking receive into `in`'s buffer: `call(status)` makes it with the
+// status it is given (the user's, or one of Veneer's when they ignore it:
+// the unpack needs the byte count), then the bytes are unpacked.
+template <class Call>
+int receive(Incoming& in, MPI_Status* status, Call call) {
+  MPI_Status local;
+  MPI_Status* st = status == MPI_STATUS_IGNORE ? &local : status;
+  const int rc = call(st);
+  return finish(in, *st, rc);
+}
 
 int blocking_send(SendFn fn, const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm) {
   if (p2p_passes(count, type, dest)) {
@@ -186,40 +210,27 @@ int blocking_send(SendFn fn, const void* buf, int count, MPI_Datatype type, int 
   return fn(out.buf, out.count, out.type, dest, tag, comm);
 }
 
-// Nonblocking sends, and (`routes` device_only) the persistent ones: the
-// staging lives in the request table until the request completes (is freed).
-int nonblocking_send(IsendFn fn, const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
-                     MPI_Request* request, Routes routes = Routes::any) {
-  if (p2p_passes(count, type, dest) || !request) {
-    counters().add(Counter::send_passed);
-    return fn(buf, count, type, dest, tag, comm, request);
-  }
-  Outgoing out = outgoing(buf, count, type, dest, comm, routes);
-  const int rc = fn(out.buf, out.count, out.type, dest, tag, comm, request);
-  if (rc == MPI_SUCCESS && out.route != Route::pass) {
-    Pending pending;
-    pending.out = std::move(out);
-    pending.persistent = routes == Routes::device_only;
-    requests::track(*request, std::move(pending));
-  }
-  return rc;
+// The description of one side, by the constness of its buffer.
+Outgoing side_of(const void* buf, int count, MPI_Datatype type, int peer, MPI_Comm comm, Routes routes) {
+  return outgoing(buf, count, type, peer, comm, routes);
+}
+Incoming side_of(void* buf, int count, MPI_Datatype type, int peer, MPI_Comm comm, Routes routes) {
+  return incoming(buf, count, type, peer, comm, routes);
 }
 
-int nonblocking_recv(RecvInitFn fn, void* buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm,
-                     MPI_Request* request, Routes routes = Routes::any) {
-  if (p2p_passes(count, type, source) || !request) {
-    counters().add(Counter::recv_passed);
-    return fn(buf, count, type, source, tag, comm, request);
+// Nonblocking sends (a const buffer) and receives, and (`routes`
+// device_only) the persistent ones: the staging lives in the request table
+// until the request completes (is freed).
+template <class Buf, class Fn>
+int nonblocking(Fn fn, Buf* buf, int count, MPI_Datatype type, int peer, int tag, MPI_Comm comm, MPI_Request* request,
+                Routes routes = Routes::any) {
+  if (p2p_passes(count, type, peer) || !request) {
+    counters().add(std::is_const_v<Buf> ? Counter::send_passed : Counter::recv_passed);
+    return fn(buf, count, type, peer, tag, comm, request);
   }
-  Incoming in = incoming(buf, count, type, source, comm, routes);
-  const int rc = fn(in.buf, in.count, in.type, source, tag, comm, request);
-  if (rc == MPI_SUCCESS && in.route != Route::pass) {
-    Pending pending;
-    pending.is_recv = true;
-    pending.in = std::move(in);
-    pending.persistent = routes == Routes::device_only;
-    requests::track(*request, std::move(pending));
-  }
+  auto side = side_of(buf, count, type, peer, comm, routes);
+  const int rc = fn(side.buf, side.count, side.type, peer, tag, comm, request);
+  if (rc == MPI_SUCCESS && side.route != Route::pass) keep(*request, std::move(side), routes == Routes::device_only);
   return rc;
 }
 
@@ -230,32 +241,48 @@ int nonblocking_recv(RecvInitFn fn, void* buf, int count, MPI_Datatype type, int
 }
 [[gnu::noinline]] int isend_slow(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
                                  MPI_Request* request) {
-  return nonblocking_send(next::Isend, buf, count, type, dest, tag, comm, request);
+  return nonblocking(next::Isend, buf, count, type, dest, tag, comm, request);
 }
 
 [[gnu::noinline]] int recv_slow(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm,
                                 MPI_Status* status) {
   Incoming in = incoming(buf, count, type, source, comm);
   if (in.route == Route::pass) return next::Recv(buf, count, type, source, tag, comm, status);
-  MPI_Status local;
-  MPI_Status* st = status == MPI_STATUS_IGNORE ? &local : status;
-  const int rc = next::Recv(in.buf, in.count, in.type, source, tag, comm, st);
-  return finish(in, *st, rc);
+  return receive(in, status,
+                 [&](MPI_Status* st) { return next::Recv(in.buf, in.count, in.type, source, tag, comm, st); });
 }
 
 [[gnu::noinline]] int irecv_slow(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm,
                                  MPI_Request* request) {
-  return nonblocking_recv(next::Irecv, buf, count, type, source, tag, comm, request);
+  return nonblocking(next::Irecv, buf, count, type, source, tag, comm, request);
+}
+
+// The entry points of MPI_Send, Isend, Recv and Irecv: the common
+// pass-through in a few instructions without a stack frame (always inlined,
+// `library` read only on that branch), the rest out of line in `slow`.
+template <Counter passed, class Library, class Slow, class Buf, class... Rest>
+[[gnu::always_inline]] inline int quick(const Library& library, Slow slow, Buf* buf, int count, MPI_Datatype type,
+                                        int peer, int tag, MPI_Comm comm, Rest... rest) {
+  if (p2p_passes(count, type, peer)) {
+    counters().add(passed);
+    return library(buf, count, type, peer, tag, comm, rest...);
+  }
+  return slow(buf, count, type, peer, tag, comm, rest...);
+}
+
+// Sendrecv(_replace) with a side Veneer staged: always a Sendrecv.
+int sendrecv_staged(const Outgoing& out, int dest, int sendtag, Incoming& in, int source, int recvtag, MPI_Comm comm,
+                    MPI_Status* status) {
+  return receive(in, status, [&](MPI_Status* st) {
+    return next::Sendrecv(out.buf, out.count, out.type, dest, sendtag, in.buf, in.count, in.type, source, recvtag, comm,
+                          st);
+  });
 }
 
 }  // namespace
 
 extern "C" int MPI_Send(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm) {
-  if (p2p_passes(count, type, dest)) {
-    counters().add(Counter::send_passed);
-    return next::Send(buf, count, type, dest, tag, comm);
-  }
-  return send_slow(buf, count, type, dest, tag, comm);
+  return quick<Counter::send_passed>(next::Send, send_slow, buf, count, type, dest, tag, comm);
 }
 extern "C" int MPI_Ssend(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm) {
   return blocking_send(next::Ssend, buf, count, type, dest, tag, comm);
@@ -268,42 +295,26 @@ extern "C" int MPI_Bsend(const void* buf, int count, MPI_Datatype type, int dest
 }
 extern "C" int MPI_Isend(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
                          MPI_Request* request) {
-  if (p2p_passes(count, type, dest)) {
-    counters().add(Counter::send_passed);
-    return next::Isend(buf, count, type, dest, tag, comm, request);
+  return quick<Counter::send_passed>(next::Isend, isend_slow, buf, count, type, dest, tag, comm, request);
+}
+// The other nonblocking sends, and (below) the persistent ones: one body each.
+#define VENEER_NONBLOCKING_SEND(Name, routes)                                                                \
+  extern "C" int MPI_##Name(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm, \
+                            MPI_Request* request) {                                                          \
+    return nonblocking(next::Name, buf, count, type, dest, tag, comm, request, routes);                      \
   }
-  return isend_slow(buf, count, type, dest, tag, comm, request);
-}
-extern "C" int MPI_Issend(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
-                          MPI_Request* request) {
-  return nonblocking_send(next::Issend, buf, count, type, dest, tag, comm, request);
-}
-extern "C" int MPI_Ibsend(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
-                          MPI_Request* request) {
-  return nonblocking_send(next::Ibsend, buf, count, type, dest, tag, comm, request);
-}
-extern "C" int MPI_Irsend(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
-                          MPI_Request* request) {
-  return nonblocking_send(next::Irsend, buf, count, type, dest, tag, comm, request);
-}
+VENEER_NONBLOCKING_SEND(Issend, Routes::any)
+VENEER_NONBLOCKING_SEND(Ibsend, Routes::any)
+VENEER_NONBLOCKING_SEND(Irsend, Routes::any)
 
-// The common pass-through in a few instructions (no stack frame), the rest out of line.
 extern "C" int MPI_Recv(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm,
                         MPI_Status* status) {
-  if (p2p_passes(count, type, source)) {
-    counters().add(Counter::recv_passed);
-    return next::Recv(buf, count, type, source, tag, comm, status);
-  }
-  return recv_slow(buf, count, type, source, tag, comm, status);
+  return quick<Counter::recv_passed>(next::Recv, recv_slow, buf, count, type, source, tag, comm, status);
 }
 
 extern "C" int MPI_Irecv(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm,
                          MPI_Request* request) {
-  if (p2p_passes(count, type, source)) {
-    counters().add(Counter::recv_passed);
-    return next::Irecv(buf, count, type, source, tag, comm, request);
-  }
-  return irecv_slow(buf, count, type, source, tag, comm, request);
+  return quick<Counter::recv_passed>(next::Irecv, irecv_slow, buf, count, type, source, tag, comm, request);
 }
 
 // Matched receives (after MPI_Mprobe/MPI_Improbe): the message is already
@@ -317,10 +328,7 @@ extern "C" int MPI_Mrecv(void* buf, int count, MPI_Datatype type, MPI_Message* m
   }
   Incoming in = incoming(buf, count, type, 0, MPI_COMM_NULL, Routes::device_only);
   if (in.route == Route::pass) return next::Mrecv(buf, count, type, message, status);
-  MPI_Status local;
-  MPI_Status* st = status == MPI_STATUS_IGNORE ? &local : status;
-  const int rc = next::Mrecv(in.buf, in.count, in.type, message, st);
-  return finish(in, *st, rc);
+  return receive(in, status, [&](MPI_Status* st) { return next::Mrecv(in.buf, in.count, in.type, message, st); });
 }
 
 extern "C" int MPI_Imrecv(void* buf, int count, MPI_Datatype type, MPI_Message* message, MPI_Request* request) {
@@ -330,12 +338,7 @@ extern "C" int MPI_Imrecv(void* buf, int count, MPI_Datatype type, MPI_Message* 
   }
   Incoming in = incoming(buf, count, type, 0, MPI_COMM_NULL, Routes::device_only);
   const int rc = next::Imrecv(in.buf, in.count, in.type, message, request);
-  if (rc == MPI_SUCCESS && in.route != Route::pass) {
-    Pending pending;
-    pending.is_recv = true;
-    pending.in = std::move(in);
-    requests::track(*request, std::move(pending));
-  }
+  if (rc == MPI_SUCCESS && in.route != Route::pass) keep(*request, std::move(in), false);
   return rc;
 }
 
@@ -348,11 +351,7 @@ extern "C" int MPI_Sendrecv(const void* sendbuf, int sendcount, MPI_Datatype sen
   if (in.route == Route::pass)
     return next::Sendrecv(out.buf, out.count, out.type, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag,
                           comm, status);
-  MPI_Status local;
-  MPI_Status* st = status == MPI_STATUS_IGNORE ? &local : status;
-  const int rc =
-      next::Sendrecv(out.buf, out.count, out.type, dest, sendtag, in.buf, in.count, in.type, source, recvtag, comm, st);
-  return finish(in, *st, rc);
+  return sendrecv_staged(out, dest, sendtag, in, source, recvtag, comm, status);
 }
 
 // Sendrecv_replace: a side Veneer stages has its own buffer (the packed send
@@ -364,34 +363,19 @@ extern "C" int MPI_Sendrecv_replace(void* buf, int count, MPI_Datatype type, int
   Incoming in = incoming(buf, count, type, source, comm);
   if (out.route == Route::pass && in.route == Route::pass)
     return next::Sendrecv_replace(buf, count, type, dest, sendtag, source, recvtag, comm, status);
-  MPI_Status local;
-  MPI_Status* st = status == MPI_STATUS_IGNORE ? &local : status;
-  const int rc =
-      next::Sendrecv(out.buf, out.count, out.type, dest, sendtag, in.buf, in.count, in.type, source, recvtag, comm, st);
-  return finish(in, *st, rc);
+  return sendrecv_staged(out, dest, sendtag, in, source, recvtag, comm, status);
 }
 
 // Persistent sends and receives: a device buffer gets its staging once, the
 // library a persistent request on it; MPI_Start packs into it again
 // (interposer/persistent.cpp), completion unpacks and leaves the request
 // inactive. Host buffers of any type pass through.
-extern "C" int MPI_Send_init(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
-                             MPI_Request* request) {
-  return nonblocking_send(next::Send_init, buf, count, type, dest, tag, comm, request, Routes::device_only);
-}
-extern "C" int MPI_Ssend_init(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
-                              MPI_Request* request) {
-  return nonblocking_send(next::Ssend_init, buf, count, type, dest, tag, comm, request, Routes::device_only);
-}
-extern "C" int MPI_Bsend_init(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
-                              MPI_Request* request) {
-  return nonblocking_send(next::Bsend_init, buf, count, type, dest, tag, comm, request, Routes::device_only);
-}
-extern "C" int MPI_Rsend_init(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
-                              MPI_Request* request) {
-  return nonblocking_send(next::Rsend_init, buf, count, type, dest, tag, comm, request, Routes::device_only);
-}
+VENEER_NONBLOCKING_SEND(Send_init, Routes::device_only)
+VENEER_NONBLOCKING_SEND(Ssend_init, Routes::device_only)
+VENEER_NONBLOCKING_SEND(Bsend_init, Routes::device_only)
+VENEER_NONBLOCKING_SEND(Rsend_init, Routes::device_only)
+#undef VENEER_NONBLOCKING_SEND
 extern "C" int MPI_Recv_init(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm,
                              MPI_Request* request) {
-  return nonblocking_recv(next::Recv_init, buf, count, type, source, tag, comm, request, Routes::device_only);
+  return nonblocking(next::Recv_init, buf, count, type, source, tag, comm, request, Routes::device_only);
 }

@@ -9,11 +9,26 @@
 
 #include "interposer/device.h"
 #include "interposer/forward.h"
+#include "interposer/pack.h"
 #include "interposer/switchboard.h"
 #include "support/counters.h"
 #include "support/staging.h"
 
 using namespace veneer;
+
+int64_t veneer::pack_on_host(bool packing, const void* user, int64_t count, MPI_Datatype type, const void* packed,
+                             int64_t size, int64_t position, MPI_Comm comm) {
+  if (!packed || position < 0) return -1;
+  const datatypes::Layout* layout = pack_layout(count, type, size, position, comm);
+  if (!layout || !cpu_accessible(packed, offset_ptr(user, layout->true_lb))) return -1;
+  ScopedTimer timer;
+  void* at = offset_ptr(packed, position);
+  const int64_t n = packing ? datatypes::pack_all(*layout, count, user, at)
+                            : datatypes::unpack_all(*layout, count, const_cast<void*>(user), at);
+  counters().add(packing ? Counter::pack_taken : Counter::unpack_taken);
+  counters().add(packing ? Counter::bytes_packed : Counter::bytes_unpacked, static_cast<uint64_t>(n));
+  return n;
+}
 
 namespace {
 // What the entry point does without a stack frame: hand the call to the
@@ -91,88 +106,83 @@ bool device_pack_call(bool packing, const void* user, int count, MPI_Datatype ty
   return true;
 }
 
-[[gnu::noinline]] int pack_slow(const void* inbuf, int incount, MPI_Datatype type, void* outbuf, int outsize,
-                                int* position, MPI_Comm comm) {
-  const datatypes::Layout* layout = outbuf && position ? pack_layout(incount, type, outsize, *position, comm) : nullptr;
-  if (layout && !cpu_accessible(outbuf, offset_ptr(inbuf, layout->true_lb))) layout = nullptr;
-  if (!layout) {
-    if (int rc = 0; kernels::device_memory_possible() &&
-                    device_pack_call(true, inbuf, incount, type, outbuf, outsize, position, comm, &rc))
-      return rc;
-    counters().add(Counter::pack_passed);
-    return next::Pack(inbuf, incount, type, outbuf, outsize, position, comm);
+// MPI_Pack (`packing`) and MPI_Unpack in the terms both share: `count`
+// instances of `type` at `user`, a packed buffer of `size` bytes at
+// `*position` (a send buffer of the call is const: `User` when packing,
+// `Packed` when unpacking). The library's call with the same arguments:
+template <bool packing, class User, class Packed>
+int library_call(User* user, int count, MPI_Datatype type, Packed* packed, int size, int* position, MPI_Comm comm) {
+  if constexpr (packing) {
+    return next::Pack(user, count, type, packed, size, position, comm);
+  } else {
+    return next::Unpack(packed, size, position, user, count, type, comm);
   }
-  ScopedTimer timer;
-  const int64_t n = datatypes::pack_all(*layout, incount, inbuf, offset_ptr(outbuf, *position));
-  *position += static_cast<int>(n);
-  counters().add(Counter::pack_taken);
-  counters().add(Counter::bytes_packed, static_cast<uint64_t>(n));
-  return MPI_SUCCESS;
 }
 
+// By the full rules, out of line: Veneer's host packer, else the device
+// path, else the library.
+template <bool packing, class User, class Packed>
+int pack_full(User* user, int count, MPI_Datatype type, Packed* packed, int size, int* position, MPI_Comm comm) {
+  if (const int64_t n = pack_on_host(packing, user, count, type, packed, size, position ? *position : -1, comm);
+      n >= 0) {
+    *position += static_cast<int>(n);
+    return MPI_SUCCESS;
+  }
+  if (int rc = 0; kernels::device_memory_possible() &&
+                  device_pack_call(packing, user, count, type, packed, size, position, comm, &rc))
+    return rc;
+  counters().add(packing ? Counter::pack_passed : Counter::unpack_passed);
+  return library_call<packing>(user, count, type, packed, size, position, comm);
+}
+
+// Out of line with the entry point's own arguments, so the entry point jumps here without a frame.
+[[gnu::noinline]] int pack_slow(const void* inbuf, int incount, MPI_Datatype type, void* outbuf, int outsize,
+                                int* position, MPI_Comm comm) {
+  return pack_full<true>(inbuf, incount, type, outbuf, outsize, position, comm);
+}
 [[gnu::noinline]] int unpack_slow(const void* inbuf, int insize, int* position, void* outbuf, int outcount,
                                   MPI_Datatype type, MPI_Comm comm) {
-  const datatypes::Layout* layout = inbuf && position ? pack_layout(outcount, type, insize, *position, comm) : nullptr;
-  if (layout && !cpu_accessible(inbuf, offset_ptr(outbuf, layout->true_lb))) layout = nullptr;
-  if (!layout) {
-    if (int rc = 0; kernels::device_memory_possible() &&
-                    device_pack_call(false, outbuf, outcount, type, inbuf, insize, position, comm, &rc))
-      return rc;
-    counters().add(Counter::unpack_passed);
-    return next::Unpack(inbuf, insize, position, outbuf, outcount, type, comm);
+  return pack_full<false>(outbuf, outcount, type, inbuf, insize, position, comm);
+}
+
+// The entry points: the common pass-through and one-run copies in a few
+// instructions (always inlined, no stack frame), everything else out of line.
+template <bool packing, class User, class Packed>
+[[gnu::always_inline]] inline int pack_entry(User* user, int count, MPI_Datatype type, Packed* packed, int size,
+                                             int* position, MPI_Comm comm) {
+  const datatypes::Layout* run = nullptr;
+  switch (pack_quick(user, count, type, &run)) {
+    case Quick::library: break;
+    case Quick::copy:
+      if (const int64_t n = run_bytes(*run, count, packed, size, position, comm); n >= 0) {
+        void* at = offset_ptr(packed, *position);
+        void* typed = offset_ptr(user, run->true_lb);
+        std::memcpy(packing ? at : typed, packing ? typed : at, static_cast<size_t>(n));
+        *position += static_cast<int>(n);
+        counters().add(packing ? Counter::pack_taken : Counter::unpack_taken);
+        counters().add(packing ? Counter::bytes_packed : Counter::bytes_unpacked, static_cast<uint64_t>(n));
+        return MPI_SUCCESS;
+      }
+      break;
+    case Quick::full:
+      if constexpr (packing) {
+        return pack_slow(user, count, type, packed, size, position, comm);
+      } else {
+        return unpack_slow(packed, size, position, user, count, type, comm);
+      }
   }
-  ScopedTimer timer;
-  const int64_t n = datatypes::unpack_all(*layout, outcount, outbuf, offset_ptr(inbuf, *position));
-  *position += static_cast<int>(n);
-  counters().add(Counter::unpack_taken);
-  counters().add(Counter::bytes_unpacked, static_cast<uint64_t>(n));
-  return MPI_SUCCESS;
+  counters().add(packing ? Counter::pack_passed : Counter::unpack_passed);
+  return library_call<packing>(user, count, type, packed, size, position, comm);
 }
 
 }  // namespace
 
-// The entry points: the common pass-through and one-run copies in a few
-// instructions (no stack frame), everything else out of line.
 extern "C" int MPI_Pack(const void* inbuf, int incount, MPI_Datatype type, void* outbuf, int outsize, int* position,
                         MPI_Comm comm) {
-  const datatypes::Layout* run = nullptr;
-  switch (pack_quick(inbuf, incount, type, &run)) {
-    case Quick::library:
-      counters().add(Counter::pack_passed);
-      return next::Pack(inbuf, incount, type, outbuf, outsize, position, comm);
-    case Quick::copy:
-      if (const int64_t n = run_bytes(*run, incount, outbuf, outsize, position, comm); n >= 0) {
-        std::memcpy(offset_ptr(outbuf, *position), offset_ptr(inbuf, run->true_lb), static_cast<size_t>(n));
-        *position += static_cast<int>(n);
-        counters().add(Counter::pack_taken);
-        counters().add(Counter::bytes_packed, static_cast<uint64_t>(n));
-        return MPI_SUCCESS;
-      }
-      counters().add(Counter::pack_passed);
-      return next::Pack(inbuf, incount, type, outbuf, outsize, position, comm);
-    case Quick::full: break;
-  }
-  return pack_slow(inbuf, incount, type, outbuf, outsize, position, comm);
+  return pack_entry<true>(inbuf, incount, type, outbuf, outsize, position, comm);
 }
 
 extern "C" int MPI_Unpack(const void* inbuf, int insize, int* position, void* outbuf, int outcount, MPI_Datatype type,
                           MPI_Comm comm) {
-  const datatypes::Layout* run = nullptr;
-  switch (pack_quick(outbuf, outcount, type, &run)) {
-    case Quick::library:
-      counters().add(Counter::unpack_passed);
-      return next::Unpack(inbuf, insize, position, outbuf, outcount, type, comm);
-    case Quick::copy:
-      if (const int64_t n = run_bytes(*run, outcount, inbuf, insize, position, comm); n >= 0) {
-        std::memcpy(offset_ptr(outbuf, run->true_lb), offset_ptr(inbuf, *position), static_cast<size_t>(n));
-        *position += static_cast<int>(n);
-        counters().add(Counter::unpack_taken);
-        counters().add(Counter::bytes_unpacked, static_cast<uint64_t>(n));
-        return MPI_SUCCESS;
-      }
-      counters().add(Counter::unpack_passed);
-      return next::Unpack(inbuf, insize, position, outbuf, outcount, type, comm);
-    case Quick::full: break;
-  }
-  return unpack_slow(inbuf, insize, position, outbuf, outcount, type, comm);
+  return pack_entry<false>(outbuf, outcount, type, inbuf, insize, position, comm);
 }

@@ -75,7 +75,8 @@ void print_report() {
     // What Veneer still holds at MPI_Finalize, before it lets go of it (rank 0's, or this rank's).
     const Footprint f = footprint();
     std::fprintf(out, "  %-28s %14lld (limit %lld each)\n", "pinned / device bytes pooled",
-                 static_cast<long long>(f.pinned_bytes + f.device_bytes), static_cast<long long>(f.pinned_limit));
+                 static_cast<long long>(f.pinned_bytes) + static_cast<long long>(f.device_bytes),
+                 static_cast<long long>(f.pinned_limit));
     std::fprintf(out, "  %-28s %14lld\n", "device packers cached", static_cast<long long>(f.device_packers));
     std::fprintf(out, "  %-28s %14lld (%lld freed by the user)\n", "requests unfinished",
                  static_cast<long long>(f.requests_tracked), static_cast<long long>(f.requests_detached));

@@ -71,7 +71,7 @@ bool tracked(MPI_Request req) {
   if (req == MPI_REQUEST_NULL) return false;
   Table& t = table();
   std::lock_guard lock(t.mutex);
-  return t.live.count(key_of(req)) != 0;
+  return t.live.contains(key_of(req));
 }
 
 void complete(Pending& p, const MPI_Status& status) {
