@@ -96,7 +96,7 @@ struct Loaded {
   std::string log;  // rank 0's stderr during the load
 };
 
-Loaded load(const std::string& path, const std::string& others = "") {
+Loaded load(const std::string& path, const std::string& others = "", MPI_Comm comm = MPI_COMM_WORLD) {
   const std::string mine = world_rank() == 0 || others.empty() ? path : others;
   setenv("VENEER_PROFILE", mine.c_str(), 1);
   Loaded out;
@@ -105,7 +105,7 @@ Loaded load(const std::string& path, const std::string& others = "") {
   const int saved = dup(2);
   FILE* f = std::fopen(capture.c_str(), "w");
   if (f) dup2(fileno(f), 2);
-  out.info = alg::load_profile(MPI_COMM_WORLD);
+  out.info = alg::load_profile(comm);
   std::fflush(stderr);
   dup2(saved, 2);
   close(saved);
@@ -452,6 +452,30 @@ TEST_F(ProfileLoading, PackSectionSetsThePackThreshold) {
   EXPECT_FALSE(pack_taken(16));
   ASSERT_EQ(load(plain).info.status, ProfileStatus::loaded);
   EXPECT_EQ(config().pack_max_block_origin, ThresholdOrigin::built_in);
+}
+
+// A communicator whose rank the library will not tell (here MPI_COMM_NULL, with
+// errors returned): no rank 0 to follow, so every rank keeps the built-in
+// model and thresholds, with one warning, and never joins a broadcast.
+TEST_F(ProfileLoading, RankTheLibraryWillNotTellKeepsTheDefaults) {
+  const std::string plain = file("no-p2p.json", topo::profile_text(profile_where("library")));
+  ASSERT_EQ(load(plain).info.status, ProfileStatus::loaded);
+  const int64_t built_in = config().p2p_max_block, built_in_alltoall = config().alltoall_max_block;
+  const std::string path = file("p2p.json", topo::profile_text(profile_with_p2p(4096)));
+  ASSERT_EQ(load(path).info.status, ProfileStatus::loaded);
+  expect_thresholds_everywhere(4096, built_in_alltoall, ThresholdOrigin::profile);
+  // Errors on MPI_COMM_NULL reach the handler of MPI_COMM_WORLD or MPI_COMM_SELF, depending on the library.
+  ASSERT_EQ(PMPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN), MPI_SUCCESS);
+  ASSERT_EQ(PMPI_Comm_set_errhandler(MPI_COMM_SELF, MPI_ERRORS_RETURN), MPI_SUCCESS);
+  const Loaded l = load(path, "", MPI_COMM_NULL);
+  PMPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL);
+  PMPI_Comm_set_errhandler(MPI_COMM_SELF, MPI_ERRORS_ARE_FATAL);
+  EXPECT_EQ(l.info.status, ProfileStatus::unreadable);
+  EXPECT_FALSE(l.info.loaded());
+  EXPECT_EQ(count_of(l.log, "MPI_Comm_rank failed"), 1) << l.log;
+  expect_thresholds_everywhere(built_in, built_in_alltoall, ThresholdOrigin::built_in);
+  EXPECT_EQ(config().pack_max_block_origin, ThresholdOrigin::built_in);
+  expect_allreduce_works();
 }
 
 }  // namespace
