@@ -40,7 +40,9 @@ int run(const Args& a, const Hierarchy& h) {
     sorted.resize(static_cast<size_t>(h.size * b));
     runs = sorted.data();
   }
-  const MPI_Comm leaders = h.leaders();  // every rank: made on first use, collectively
+  int made = MPI_SUCCESS;
+  const MPI_Comm leaders = h.leaders(&made);  // every rank: made on first use, collectively
+  VENEER_TRY(made);
   std::byte* my_run = runs + nodes.offsets[static_cast<size_t>(h.node_index)];
   VENEER_TRY(gather_linear(out + h.rank * b, my_run, b, MPI_BYTE, 1, h.node_comm(), Tag::allgather));
   if (h.node_rank == 0) {

@@ -28,7 +28,9 @@ int run(const Args& a, const Hierarchy& h) {
   const Blocks blocks = Blocks::even(a.count, h.node_size);
   const size_t lane = static_cast<size_t>(h.node_rank);
   void* mine = element(a.rbuf, blocks.offsets[lane], r->type);
-  const MPI_Comm lanes = h.lanes();  // every rank: made on first use, collectively
+  int made = MPI_SUCCESS;
+  const MPI_Comm lanes = h.lanes(&made);  // every rank: made on first use, collectively
+  VENEER_TRY(made);
   VENEER_TRY(reduce_scatter_pairwise(input_of(a), mine, blocks, *r, h.node_comm(), Tag::allreduce));
   if (h.node_count > 1) VENEER_TRY(inter_node_allreduce(mine, blocks.counts[lane], *r, lanes, Tag::allreduce));
   return allgatherv_ring(a.rbuf, blocks, r->type.handle, r->type.extent(), h.node_comm(), Tag::allreduce);

@@ -46,7 +46,9 @@ int run(const Args& a, const Hierarchy& h) {
   auto r = reduction_of(a);
   if (!r) return MPI_ERR_TYPE;
   const bool leader = h.node_rank == 0;
-  const MPI_Comm leaders = h.leaders();  // every rank: made on first use, collectively
+  int made = MPI_SUCCESS;
+  const MPI_Comm leaders = h.leaders(&made);  // every rank: made on first use, collectively
+  VENEER_TRY(made);
   VENEER_TRY(
       reduce_binomial_to_zero(input_of(a), leader ? a.rbuf : nullptr, a.count, *r, h.node_comm(), Tag::allreduce));
   if (leader && h.node_count > 1) VENEER_TRY(inter_node_allreduce(a.rbuf, a.count, *r, leaders, Tag::allreduce));

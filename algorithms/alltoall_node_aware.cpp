@@ -24,7 +24,9 @@ int run(const Args& a, const Hierarchy& h) {
   auto* out = static_cast<std::byte*>(a.rbuf);
   const void* in = a.sbuf == MPI_IN_PLACE ? a.rbuf : a.sbuf;
   const int here = h.node_index, local = h.node_size;
-  const MPI_Comm leaders = h.leaders();  // every rank: made on first use, collectively
+  int made = MPI_SUCCESS;
+  const MPI_Comm leaders = h.leaders(&made);  // every rank: made on first use, collectively
+  VENEER_TRY(made);
   if (h.node_rank != 0) {
     VENEER_TRY(gather_linear(in, nullptr, row, MPI_BYTE, 1, h.node_comm(), Tag::alltoall));
     return recv(out, row, MPI_BYTE, 0, Tag::alltoall, h.node_comm());

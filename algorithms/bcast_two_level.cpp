@@ -21,7 +21,9 @@ double predicted(const Shape& s, const CostModel& m) {
 int run(const Args& a, const Hierarchy& h) {
   const int root_node = h.node_of_rank[static_cast<size_t>(a.root)];
   const int root_leader = h.node_ranks[static_cast<size_t>(root_node)][0];
-  const MPI_Comm leaders = h.leaders();  // every rank: made on first use, collectively
+  int made = MPI_SUCCESS;
+  const MPI_Comm leaders = h.leaders(&made);  // every rank: made on first use, collectively
+  VENEER_TRY(made);
   if (a.root != root_leader) {
     if (h.rank == a.root) VENEER_TRY(send(a.rbuf, a.count, MPI_BYTE, root_leader, Tag::bcast, h.comm()));
     if (h.rank == root_leader) VENEER_TRY(recv(a.rbuf, a.count, MPI_BYTE, a.root, Tag::bcast, h.comm()));

@@ -37,7 +37,7 @@ Table& table() {
 std::mutex g_keyval_mutex;
 int g_keyval = MPI_KEYVAL_INVALID;
 
-int on_comm_free(MPI_Comm, int, void*, void*) {
+int on_comm_free(MPI_Comm /*comm*/, int /*keyval*/, void* /*value*/, void* /*extra*/) {
   forget_decisions();
   return MPI_SUCCESS;
 }

@@ -200,11 +200,32 @@ ProfileInfo profile_info() {
   return g_info;
 }
 
+namespace {
+
+// The built-in cost model, thresholds and send rules: what a job runs with
+// when no profile is taken.
+void use_defaults() {
+  set_cost_model(default_cost_model());
+  set_profile_thresholds(std::nullopt, std::nullopt);
+  set_profile_send_rules(nullptr);
+  topology::forget_world_nodes();
+}
+
+}  // namespace
+
 ProfileInfo load_profile(MPI_Comm comm, bool enabled) {
   using topology::ProfileStatus;
-  int rank = 0;
-  PMPI_Comm_rank(comm, &rank);
   ProfileInfo info;
+  int rank = 0;
+  if (const int rc = PMPI_Comm_rank(comm, &rank); rc != MPI_SUCCESS) {
+    // No rank, so no way to join rank 0's broadcast: this rank keeps the defaults.
+    log(LogLevel::warn, "machine profile not used: MPI_Comm_rank failed (error %d)", rc);
+    info.status = ProfileStatus::unreadable;
+    info.why = "MPI_Comm_rank failed";
+    use_defaults();
+    remember(info);
+    return info;
+  }
   std::string text;  // what rank 0 accepted
   bool explicit_path = false;
   info.path = topology::profile_path(&explicit_path);
@@ -243,9 +264,7 @@ ProfileInfo load_profile(MPI_Comm comm, bool enabled) {
     info.status = ProfileStatus::unreadable;
     info.why = "could not share the profile from rank 0";
     info.fingerprint.clear();
-    set_profile_thresholds(std::nullopt, std::nullopt);
-    set_profile_send_rules(nullptr);
-    topology::forget_world_nodes();
+    use_defaults();
     remember(info);
     return info;
   }
@@ -259,14 +278,17 @@ ProfileInfo load_profile(MPI_Comm comm, bool enabled) {
     topology::ProfileCheck shared = topology::profile_from_text(text, nullptr);
     if (shared.profile) {
       set_profile(*shared.profile);
-      // The send/receive and Alltoallv/w take-over thresholds (same value: both pack, move bytes, unpack).
+      // The send/receive take-over threshold: the typed send's break-even.
+      // Not Alltoallv/w's: their blocks share one staging buffer and one
+      // library call, so that break-even does not apply; they keep the
+      // per-library built-in VENEER_ALLTOALL_MAX_BLOCK.
       const std::optional<int64_t> max_block =
           shared.profile->p2p ? shared.profile->p2p->takeover_max_block() : std::nullopt;
       // MPI_Pack's own: the "pack" table's threshold, when measured.
       const std::optional<int64_t> pack_max_block = shared.profile->p2p && shared.profile->p2p->pack
                                                         ? std::optional<int64_t>(shared.profile->p2p->pack->max_block)
                                                         : std::nullopt;
-      set_profile_thresholds(max_block, max_block, pack_max_block);
+      set_profile_thresholds(max_block, std::nullopt, pack_max_block);
       // Typed sends: the per-peer-level tables, and every world rank's node to
       // look levels up (every rank holds the same profile: all or none join the allgather).
       auto rules = std::make_shared<const SendRules>(send_rules_from_profile(*shared.profile));
@@ -278,12 +300,7 @@ ProfileInfo load_profile(MPI_Comm comm, bool enabled) {
       info.why = "the shared profile did not read back: " + shared.why;
     }
   }
-  if (!installed) {
-    set_cost_model(default_cost_model());
-    set_profile_thresholds(std::nullopt, std::nullopt);
-    set_profile_send_rules(nullptr);
-    topology::forget_world_nodes();
-  }
+  if (!installed) use_defaults();
   if (rank == 0) {
     if (installed) log(LogLevel::info, "%s: %s", info.describe().c_str(), info.why.c_str());
     else if (info.status == ProfileStatus::off || (info.status == ProfileStatus::missing && !explicit_path))

@@ -21,7 +21,9 @@ int run(const Args& a, const Hierarchy& h) {
   const int root_node = h.node_of_rank[static_cast<size_t>(a.root)];
   const int root_leader = h.node_ranks[static_cast<size_t>(root_node)][0];
   const bool leader = h.node_rank == 0;
-  const MPI_Comm leaders = h.leaders();  // every rank: made on first use, collectively
+  int made = MPI_SUCCESS;
+  const MPI_Comm leaders = h.leaders(&made);  // every rank: made on first use, collectively
+  VENEER_TRY(made);
   // A leader's node result and its share of the final one; the root's own buffer where it can be.
   TempBuffer node_result(leader && !root ? a.count : 0, r->type);
   void* node_buf = root ? a.rbuf : node_result.data();

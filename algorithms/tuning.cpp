@@ -89,11 +89,11 @@ std::string_view default_rules(Collective c) {
   // Bruck's alltoall copies every block log2(p) times, which the model
   // undercounts for large blocks.
   switch (c) {
-    case Collective::allreduce: return "0-inf:auto";
-    case Collective::bcast: return "0-inf:auto";
-    case Collective::reduce: return "0-inf:auto";
-    case Collective::allgather: return "0-inf:auto";
-    case Collective::reduce_scatter: return "0-inf:auto";
+    case Collective::allreduce:
+    case Collective::bcast:
+    case Collective::reduce:
+    case Collective::allgather:
+    case Collective::reduce_scatter:
     case Collective::reduce_scatter_block: return "0-inf:auto";
     case Collective::alltoall: return "0-64k:auto,64k-inf:library|pairwise|node_aware";
   }

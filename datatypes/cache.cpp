@@ -93,7 +93,7 @@ const Front& front_fill(uint64_t key, uint64_t epoch, std::shared_ptr<const Layo
 
 std::atomic<FreedLayoutHook> g_freed_hook{nullptr};
 
-int on_type_free(MPI_Datatype type, int, void*, void*) {
+int on_type_free(MPI_Datatype type, int /*keyval*/, void* /*value*/, void* /*extra*/) {
   Cache& c = cache();
   std::shared_ptr<const Layout> layout;
   {
@@ -154,7 +154,7 @@ void note_committed(MPI_Datatype type) {
   const uint64_t key = key_of(type);
   {
     std::shared_lock lock(c.mutex);
-    if (c.entries.count(key)) return;
+    if (c.entries.contains(key)) return;
   }
   // The attribute's delete callback removes the entry when the type is freed.
   if (PMPI_Type_set_attr(type, keyval, nullptr) != MPI_SUCCESS) return;

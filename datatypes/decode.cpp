@@ -174,11 +174,23 @@ Node sequence(int64_t offset, std::vector<Dim> dims, Node child) {
 
 Result decode_type(MPI_Datatype type, int depth);
 
-Result named(MPI_Datatype type) {
+// A type's size, extent and true extent, as the library gives them; nullopt
+// where it refuses one of them.
+struct Extents {
   MPI_Count size = 0, lb = 0, extent = 0, tlb = 0, textent = 0;
-  PMPI_Type_size_x(type, &size);
-  PMPI_Type_get_extent_x(type, &lb, &extent);
-  PMPI_Type_get_true_extent_x(type, &tlb, &textent);
+};
+std::optional<Extents> extents_of(MPI_Datatype type) {
+  Extents e;
+  if (PMPI_Type_size_x(type, &e.size) != MPI_SUCCESS || PMPI_Type_get_extent_x(type, &e.lb, &e.extent) != MPI_SUCCESS ||
+      PMPI_Type_get_true_extent_x(type, &e.tlb, &e.textent) != MPI_SUCCESS)
+    return std::nullopt;
+  return e;
+}
+
+Result named(MPI_Datatype type) {
+  const std::optional<Extents> e = extents_of(type);
+  if (!e) return fail("size or extent unknown");
+  const MPI_Count size = e->size, extent = e->extent, tlb = e->tlb, textent = e->textent;
   Decoded d;
   d.extent = extent;
   if (size == 0) return d;  // an empty sequence
@@ -401,8 +413,9 @@ Result decode_type(MPI_Datatype type, int depth) {
     default: {
       // Fortran's parameterised types behave like predefined ones when they have no gaps.
       MPI_Count tlb = 0, textent = 0;
-      PMPI_Type_get_true_extent_x(type, &tlb, &textent);
-      if (c.types.empty() && size == textent) {
+      if (PMPI_Type_get_true_extent_x(type, &tlb, &textent) != MPI_SUCCESS) {
+        r = fail("true extent unknown");
+      } else if (c.types.empty() && size == textent) {
         d.node.offset = tlb;
         d.node.block = size;
         r = std::move(d);
@@ -426,16 +439,14 @@ std::variant<Layout, DecodeError> decode(MPI_Datatype type) {
   Layout l;
   l.root = std::move(std::get<Decoded>(r).node);
   simplify(l.root);
-  MPI_Count size = 0, lb = 0, extent = 0, tlb = 0, textent = 0;
-  PMPI_Type_size_x(type, &size);
-  PMPI_Type_get_extent_x(type, &lb, &extent);
-  PMPI_Type_get_true_extent_x(type, &tlb, &textent);
-  l.size = size;
-  l.lb = lb;
-  l.extent = extent;
-  l.true_lb = tlb;
-  l.true_extent = textent;
-  if (size == MPI_UNDEFINED || l.root.bytes() != l.size)
+  const std::optional<Extents> e = extents_of(type);
+  if (!e) return fail("size or extent unknown");
+  l.size = e->size;
+  l.lb = e->lb;
+  l.extent = e->extent;
+  l.true_lb = e->tlb;
+  l.true_extent = e->textent;
+  if (e->size == MPI_UNDEFINED || l.root.bytes() != l.size)
     return fail("decoded size " + std::to_string(l.root.bytes()) + " differs from MPI_Type_size " +
                 std::to_string(l.size));
   finish(l);

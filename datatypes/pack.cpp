@@ -114,10 +114,159 @@ char* gather_run_stream(const char* p, int64_t stride, int64_t n, char* out) {
       p += per * stride;
     }
   }
-  while (n > 0) one();
+  while (n > 0) one();  // NOLINT(bugprone-infinite-loop): one() decrements n
   return out;
 }
 #endif
+
+// The walk over a leaf's blocks: the innermost level is walked as runs (a
+// strided dimension, or the irregular offsets), the outer levels as an
+// odometer whose position is `row`.
+class LeafWalk {
+ public:
+  // Positioned at block b0.
+  [[gnu::always_inline]] LeafWalk(const LeafView& v, char* base, int64_t b0) : v_(v) {
+    if (v.offsets != nullptr) {
+      inner_count_ = v.noffsets;
+    } else if (v.nd > 0) {
+      inner_count_ = v.dims[v.nd - 1].count;
+      inner_stride_ = v.dims[v.nd - 1].stride;
+      outer_nd_ = v.nd - 1;
+    }
+    if (outer_nd_ > 16) {
+      large_.resize(static_cast<size_t>(outer_nd_));
+      idx_ = large_.data();
+    }
+    int64_t rest = b0 / inner_count_;
+    j_ = b0 % inner_count_;
+    row_ = address::at(base, v.offset);
+    for (int k = outer_nd_ - 1; k >= 0; --k) {
+      idx_[k] = rest % v.dims[k].count;
+      rest /= v.dims[k].count;
+      row_ += idx_[k] * v.dims[k].stride;
+    }
+  }
+  LeafWalk(const LeafWalk&) = delete;
+  LeafWalk& operator=(const LeafWalk&) = delete;
+
+  char* row() const { return row_; }
+  int64_t first() const { return j_; }  // the run's first block within the innermost level
+  int64_t inner_stride() const { return inner_stride_; }
+  // Blocks left in the current run, at most nb.
+  int64_t run(int64_t nb) const { return std::min(inner_count_ - j_, nb); }
+  // To the start of the next run (the odometer's next position).
+  [[gnu::always_inline]] void next_run() {
+    j_ = 0;
+    for (int k = outer_nd_ - 1; k >= 0; --k) {
+      row_ += v_.dims[k].stride;
+      if (++idx_[k] < v_.dims[k].count) break;
+      row_ -= v_.dims[k].count * v_.dims[k].stride;
+      idx_[k] = 0;
+    }
+  }
+
+ private:
+  const LeafView& v_;
+  int outer_nd_ = v_.nd;
+  int64_t inner_count_ = 1;
+  int64_t inner_stride_ = 0;
+  int64_t j_ = 0;
+  char* row_ = nullptr;
+  int64_t small_[16];  // the odometer, up to 16 outer levels without allocating
+  std::vector<int64_t> large_;
+  int64_t* idx_ = small_;
+};
+
+// One run of an irregular innermost level: `run` blocks of bs bytes at
+// row + off[t]. Returns the new packed position.
+template <int64_t B, bool Pack>
+[[gnu::always_inline]] inline char* irregular_run(char* row, const int64_t* off, int64_t run, int64_t bs, char* out) {
+  int64_t t = 0;
+  if constexpr (B > 0 && B <= 16) {
+    // Small gathered blocks: four per iteration, as for strided ones.
+    for (; t + 4 <= run; t += 4) {
+      for (int u = 0; u < 4; ++u) {
+        if constexpr (Pack) std::memcpy(out + u * B, row + off[t + u], B);
+        else std::memcpy(row + off[t + u], out + u * B, B);
+      }
+      out += 4 * B;
+    }
+  }
+  for (; t < run; ++t) {
+    char* p = row + off[t];
+    if constexpr (Pack) std::memcpy(out, p, static_cast<size_t>(bs));
+    else std::memcpy(p, out, static_cast<size_t>(bs));
+    out += bs;
+  }
+  return out;
+}
+
+#if defined(__SSE2__)
+// Packing 1-8 byte blocks at a stride of twice their size: 16 bytes per
+// store while another block follows. Returns how many blocks it packed.
+template <int64_t B, bool Pack, bool Stream>
+[[gnu::always_inline]] inline int64_t strided_pairs_run(char*& p, int64_t stride, int64_t run, char*& out) {
+  int64_t t = 0;
+  if constexpr (Pack && !Stream && (B == 1 || B == 2 || B == 4 || B == 8)) {
+    if (stride == 2 * B) {
+      for (; t + 16 / B < run; t += 16 / B) {
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(out), deinterleave_pairs<B>(p));
+        out += 16;
+        p += 32;
+      }
+    }
+  }
+  return t;
+}
+#endif
+
+// Blocks [t, run) of a strided run starting at p (stride apart); t blocks
+// already done. Returns the new packed position.
+template <int64_t B, bool Pack, bool Stream>
+[[gnu::always_inline]] inline char* strided_tail(char* p, int64_t stride, int64_t t, int64_t run, int64_t bs,
+                                                 char* out) {
+  if constexpr (B > 0 && B <= 16 && !Stream) {
+    // Small blocks: four per iteration keeps more loads in flight.
+    for (; t + 4 <= run; t += 4) {
+      if constexpr (Pack) {
+        std::memcpy(out, p, B);
+        std::memcpy(out + B, p + stride, B);
+        std::memcpy(out + 2 * B, p + 2 * stride, B);
+        std::memcpy(out + 3 * B, p + 3 * stride, B);
+      } else {
+        std::memcpy(p, out, B);
+        std::memcpy(p + stride, out + B, B);
+        std::memcpy(p + 2 * stride, out + 2 * B, B);
+        std::memcpy(p + 3 * stride, out + 3 * B, B);
+      }
+      out += 4 * B;
+      p += 4 * stride;
+    }
+  }
+  for (; t < run; ++t) {
+    if constexpr (Pack) std::memcpy(out, p, static_cast<size_t>(bs));
+    else std::memcpy(p, out, static_cast<size_t>(bs));
+    out += bs;
+    p += stride;
+  }
+  return out;
+}
+
+// One run of a strided innermost level: `run` blocks from p, stride apart.
+// Returns the new packed position.
+template <int64_t B, bool Pack, bool Stream>
+[[gnu::always_inline]] inline char* strided_run(char* p, int64_t stride, int64_t run, int64_t bs, char* out) {
+#if defined(__SSE2__)
+  if constexpr (Stream) {
+    return gather_run_stream<B>(p, stride, run, out);
+  } else {
+    const int64_t t = strided_pairs_run<B, Pack, Stream>(p, stride, run, out);
+    return strided_tail<B, Pack, Stream>(p, stride, t, run, bs, out);
+  }
+#else
+  return strided_tail<B, Pack, Stream>(p, stride, 0, run, bs, out);
+#endif
+}
 
 // Copies blocks [b0, b0 + nb) of a leaf; B is the block size when known at
 // compile time (0: use v.block). Fixed sizes compile to plain loads/stores.
@@ -125,106 +274,18 @@ char* gather_run_stream(const char* p, int64_t stride, int64_t n, char* out) {
 template <int64_t B, bool Pack, bool Stream = false>
 void leaf_blocks(const LeafView& v, char* base, int64_t b0, int64_t nb, char*& io) {
   const int64_t bs = B ? B : v.block;
-  const bool irregular = v.offsets != nullptr;
-  int outer_nd = v.nd;
-  int64_t inner_count = 1, inner_stride = 0;
-  if (irregular) {
-    inner_count = v.noffsets;
-  } else if (v.nd > 0) {
-    inner_count = v.dims[v.nd - 1].count;
-    inner_stride = v.dims[v.nd - 1].stride;
-    outer_nd = v.nd - 1;
-  }
-  int64_t small[16];
-  std::vector<int64_t> large;
-  int64_t* idx = small;
-  if (outer_nd > 16) {
-    large.resize(static_cast<size_t>(outer_nd));
-    idx = large.data();
-  }
-  int64_t rest = b0 / inner_count;
-  int64_t j = b0 % inner_count;
-  char* row = address::at(base, v.offset);
-  for (int k = outer_nd - 1; k >= 0; --k) {
-    idx[k] = rest % v.dims[k].count;
-    rest /= v.dims[k].count;
-    row += idx[k] * v.dims[k].stride;
-  }
+  LeafWalk walk(v, base, b0);
   char* out = io;
   while (nb > 0) {
-    const int64_t run = std::min(inner_count - j, nb);
-    if (irregular) {
-      const int64_t* off = v.offsets + j;
-      int64_t t = 0;
-      if constexpr (B > 0 && B <= 16) {
-        // Small gathered blocks: four per iteration, as for strided ones.
-        for (; t + 4 <= run; t += 4) {
-          for (int u = 0; u < 4; ++u) {
-            if constexpr (Pack) std::memcpy(out + u * B, row + off[t + u], B);
-            else std::memcpy(row + off[t + u], out + u * B, B);
-          }
-          out += 4 * B;
-        }
-      }
-      for (; t < run; ++t) {
-        char* p = row + off[t];
-        if constexpr (Pack) std::memcpy(out, p, static_cast<size_t>(bs));
-        else std::memcpy(p, out, static_cast<size_t>(bs));
-        out += bs;
-      }
+    const int64_t run = walk.run(nb);
+    if (v.offsets != nullptr) {
+      out = irregular_run<B, Pack>(walk.row(), v.offsets + walk.first(), run, bs, out);
     } else {
-      char* p = row + j * inner_stride;
-      int64_t t = 0;
-#if defined(__SSE2__)
-      if constexpr (Stream) {
-        out = gather_run_stream<B>(p, inner_stride, run, out);
-        t = run;
-      }
-#endif
-#if defined(__SSE2__)
-      if constexpr (Pack && !Stream && (B == 1 || B == 2 || B == 4 || B == 8)) {
-        if (inner_stride == 2 * B) {
-          for (; t + 16 / B < run; t += 16 / B) {
-            _mm_storeu_si128(reinterpret_cast<__m128i*>(out), deinterleave_pairs<B>(p));
-            out += 16;
-            p += 32;
-          }
-        }
-      }
-#endif
-      if constexpr (B > 0 && B <= 16 && !Stream) {
-        // Small blocks: four per iteration keeps more loads in flight.
-        for (; t + 4 <= run; t += 4) {
-          if constexpr (Pack) {
-            std::memcpy(out, p, B);
-            std::memcpy(out + B, p + inner_stride, B);
-            std::memcpy(out + 2 * B, p + 2 * inner_stride, B);
-            std::memcpy(out + 3 * B, p + 3 * inner_stride, B);
-          } else {
-            std::memcpy(p, out, B);
-            std::memcpy(p + inner_stride, out + B, B);
-            std::memcpy(p + 2 * inner_stride, out + 2 * B, B);
-            std::memcpy(p + 3 * inner_stride, out + 3 * B, B);
-          }
-          out += 4 * B;
-          p += 4 * inner_stride;
-        }
-      }
-      for (; t < run; ++t) {
-        if constexpr (Pack) std::memcpy(out, p, static_cast<size_t>(bs));
-        else std::memcpy(p, out, static_cast<size_t>(bs));
-        out += bs;
-        p += inner_stride;
-      }
+      out = strided_run<B, Pack, Stream>(walk.row() + walk.first() * walk.inner_stride(), walk.inner_stride(), run, bs,
+                                         out);
     }
     nb -= run;
-    j = 0;
-    for (int k = outer_nd - 1; k >= 0; --k) {
-      row += v.dims[k].stride;
-      if (++idx[k] < v.dims[k].count) break;
-      row -= v.dims[k].count * v.dims[k].stride;
-      idx[k] = 0;
-    }
+    walk.next_run();
   }
 #if defined(__SSE2__)
   if constexpr (Stream) _mm_sfence();

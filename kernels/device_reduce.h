@@ -59,7 +59,10 @@ struct Combine {
     if constexpr (std::is_integral_v<T> && (Op == ReduceOp::sum || Op == ReduceOp::prod)) {
       // Unsigned arithmetic at least as wide as int: wraps, never overflows a signed int.
       using U = std::conditional_t<(sizeof(T) < sizeof(unsigned)), unsigned, std::make_unsigned_t<T>>;
-      const U a = static_cast<U>(in), b = static_cast<U>(inout);
+      // Through T's own unsigned type, so a signed char is not sign-extended
+      // (the low bits of a sum or product are the same either way).
+      using UT = std::make_unsigned_t<T>;
+      const U a = static_cast<U>(static_cast<UT>(in)), b = static_cast<U>(static_cast<UT>(inout));
       return static_cast<T>(Op == ReduceOp::sum ? static_cast<U>(a + b) : static_cast<U>(a * b));
     } else if constexpr (Op == ReduceOp::sum) {
       return in + inout;
@@ -101,11 +104,10 @@ bool visit_reduction(ReduceOp op, ReduceType type, F&& f) {
       case ReduceType::u32: return f.template operator()<uint32_t, Op>();
       case ReduceType::u64: return f.template operator()<uint64_t, Op>();
       case ReduceType::f32:
-        if constexpr (Op <= ReduceOp::max) return f.template operator()<float, Op>();
-        return false;
-      case ReduceType::f64:
-        if constexpr (Op <= ReduceOp::max) return f.template operator()<double, Op>();
-        return false;
+      case ReduceType::f64:  // arithmetic ops only (reduce_supported)
+        if constexpr (Op <= ReduceOp::max)
+          return type == ReduceType::f32 ? f.template operator()<float, Op>() : f.template operator()<double, Op>();
+        else return false;
     }
     return false;
   };

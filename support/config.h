@@ -107,7 +107,7 @@ struct alignas(64) Config {
 };
 
 // Parses the environment (pure function of its argument for tests).
-Config parse_config(const char* (*getenv_fn)(const char*));
+Config parse_config(const char* (*env)(const char*));
 // The process-wide configuration: read from the environment when the library
 // loads and again at MPI_Init. A plain global, so asking costs nothing.
 extern Config g_config;

@@ -330,7 +330,7 @@ void write_value(std::string& out, const Value& v, int indent, int level) {
   auto newline = [&](int lvl) {
     if (indent <= 0) return;
     out += '\n';
-    out.append(static_cast<size_t>(indent * lvl), ' ');
+    out.append(static_cast<size_t>(indent) * static_cast<size_t>(lvl), ' ');
   };
   switch (v.kind()) {
     case Kind::null: out += "null"; return;

@@ -96,7 +96,7 @@ struct Loaded {
   std::string log;  // rank 0's stderr during the load
 };
 
-Loaded load(const std::string& path, const std::string& others = "") {
+Loaded load(const std::string& path, const std::string& others = "", MPI_Comm comm = MPI_COMM_WORLD) {
   const std::string mine = world_rank() == 0 || others.empty() ? path : others;
   setenv("VENEER_PROFILE", mine.c_str(), 1);
   Loaded out;
@@ -105,7 +105,7 @@ Loaded load(const std::string& path, const std::string& others = "") {
   const int saved = dup(2);
   FILE* f = std::fopen(capture.c_str(), "w");
   if (f) dup2(fileno(f), 2);
-  out.info = alg::load_profile(MPI_COMM_WORLD);
+  out.info = alg::load_profile(comm);
   std::fflush(stderr);
   dup2(saved, 2);
   close(saved);
@@ -309,17 +309,21 @@ topo::Profile profile_with_p2p(int64_t intra, std::optional<int64_t> inter = std
   return p;
 }
 
-// Every rank holds the same thresholds (and origins).
+// Every rank holds the same thresholds (and origins). The Alltoallv/w one is
+// never the profile's: its blocks share one staging buffer and one library
+// call, so the typed send's break-even does not apply (algorithms/measured.cpp).
 void expect_thresholds_everywhere(int64_t p2p, int64_t alltoall, ThresholdOrigin origin) {
   const Config& c = config();
   EXPECT_EQ(c.p2p_max_block, p2p) << "rank " << world_rank();
   EXPECT_EQ(c.alltoall_max_block, alltoall) << "rank " << world_rank();
   EXPECT_EQ(c.p2p_max_block_origin, origin) << "rank " << world_rank();
-  long long mine[3] = {c.p2p_max_block, c.alltoall_max_block, static_cast<long long>(c.p2p_max_block_origin)};
-  long long lo[3], hi[3];
-  PMPI_Allreduce(mine, lo, 3, MPI_LONG_LONG, MPI_MIN, MPI_COMM_WORLD);
-  PMPI_Allreduce(mine, hi, 3, MPI_LONG_LONG, MPI_MAX, MPI_COMM_WORLD);
-  for (int i = 0; i < 3; ++i) EXPECT_EQ(lo[i], hi[i]) << "ranks disagree on field " << i;
+  EXPECT_EQ(c.alltoall_max_block_origin, ThresholdOrigin::built_in) << "rank " << world_rank();
+  long long mine[4] = {c.p2p_max_block, c.alltoall_max_block, static_cast<long long>(c.p2p_max_block_origin),
+                       static_cast<long long>(c.alltoall_max_block_origin)};
+  long long lo[4], hi[4];
+  PMPI_Allreduce(mine, lo, 4, MPI_LONG_LONG, MPI_MIN, MPI_COMM_WORLD);
+  PMPI_Allreduce(mine, hi, 4, MPI_LONG_LONG, MPI_MAX, MPI_COMM_WORLD);
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(lo[i], hi[i]) << "ranks disagree on field " << i;
 }
 
 // Sends a vector of 16-byte blocks from rank 0 to rank 1 through Veneer's
@@ -356,17 +360,17 @@ TEST_F(ProfileLoading, P2pSectionSetsTheThresholdsOnEveryRank) {
   const std::string path = file("p2p.json", topo::profile_text(profile_with_p2p(4096)));
   Loaded l = load(path, dir_ + "/not-there.json");
   ASSERT_EQ(l.info.status, ProfileStatus::loaded) << l.info.why;
-  expect_thresholds_everywhere(4096, 4096, ThresholdOrigin::profile);
+  expect_thresholds_everywhere(4096, built_in_alltoall, ThresholdOrigin::profile);
   if (world_size() >= 2) EXPECT_TRUE(send_strided_16());  // 16-byte blocks: taken over, data exact
   // Measured never to pay: nothing is taken over.
   file("p2p.json", topo::profile_text(profile_with_p2p(0)));
   ASSERT_EQ(load(path).info.status, ProfileStatus::loaded);
-  expect_thresholds_everywhere(0, 0, ThresholdOrigin::profile);
+  expect_thresholds_everywhere(0, built_in_alltoall, ThresholdOrigin::profile);
   if (world_size() >= 2) EXPECT_FALSE(send_strided_16());
   // Between nodes, where measured, decides.
   file("p2p.json", topo::profile_text(profile_with_p2p(512, 32)));
   ASSERT_EQ(load(path).info.status, ProfileStatus::loaded);
-  expect_thresholds_everywhere(32, 32, ThresholdOrigin::profile);
+  expect_thresholds_everywhere(32, built_in_alltoall, ThresholdOrigin::profile);
   // A profile without the section puts the built-in default back.
   ASSERT_EQ(load(plain).info.status, ProfileStatus::loaded);
   expect_thresholds_everywhere(built_in, built_in_alltoall, ThresholdOrigin::built_in);
@@ -385,8 +389,8 @@ TEST_F(ProfileLoading, UsersThresholdWinsOverTheProfile) {
   const Config& c = config();
   EXPECT_EQ(c.p2p_max_block, 0);
   EXPECT_EQ(c.p2p_max_block_origin, ThresholdOrigin::environment);
-  EXPECT_EQ(c.alltoall_max_block, 4096);  // the variable not set: the profile's
-  EXPECT_EQ(c.alltoall_max_block_origin, ThresholdOrigin::profile);
+  EXPECT_EQ(c.alltoall_max_block, VENEER_DEFAULT_ALLTOALL_MAX_BLOCK);  // never the profile's
+  EXPECT_EQ(c.alltoall_max_block_origin, ThresholdOrigin::built_in);
   if (world_size() >= 2) EXPECT_FALSE(send_strided_16());
 }
 
@@ -448,6 +452,30 @@ TEST_F(ProfileLoading, PackSectionSetsThePackThreshold) {
   EXPECT_FALSE(pack_taken(16));
   ASSERT_EQ(load(plain).info.status, ProfileStatus::loaded);
   EXPECT_EQ(config().pack_max_block_origin, ThresholdOrigin::built_in);
+}
+
+// A communicator whose rank the library will not tell (here MPI_COMM_NULL, with
+// errors returned): no rank 0 to follow, so every rank keeps the built-in
+// model and thresholds, with one warning, and never joins a broadcast.
+TEST_F(ProfileLoading, RankTheLibraryWillNotTellKeepsTheDefaults) {
+  const std::string plain = file("no-p2p.json", topo::profile_text(profile_where("library")));
+  ASSERT_EQ(load(plain).info.status, ProfileStatus::loaded);
+  const int64_t built_in = config().p2p_max_block, built_in_alltoall = config().alltoall_max_block;
+  const std::string path = file("p2p.json", topo::profile_text(profile_with_p2p(4096)));
+  ASSERT_EQ(load(path).info.status, ProfileStatus::loaded);
+  expect_thresholds_everywhere(4096, built_in_alltoall, ThresholdOrigin::profile);
+  // Errors on MPI_COMM_NULL reach the handler of MPI_COMM_WORLD or MPI_COMM_SELF, depending on the library.
+  ASSERT_EQ(PMPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN), MPI_SUCCESS);
+  ASSERT_EQ(PMPI_Comm_set_errhandler(MPI_COMM_SELF, MPI_ERRORS_RETURN), MPI_SUCCESS);
+  const Loaded l = load(path, "", MPI_COMM_NULL);
+  PMPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL);
+  PMPI_Comm_set_errhandler(MPI_COMM_SELF, MPI_ERRORS_ARE_FATAL);
+  EXPECT_EQ(l.info.status, ProfileStatus::unreadable);
+  EXPECT_FALSE(l.info.loaded());
+  EXPECT_EQ(count_of(l.log, "MPI_Comm_rank failed"), 1) << l.log;
+  expect_thresholds_everywhere(built_in, built_in_alltoall, ThresholdOrigin::built_in);
+  EXPECT_EQ(config().pack_max_block_origin, ThresholdOrigin::built_in);
+  expect_allreduce_works();
 }
 
 }  // namespace

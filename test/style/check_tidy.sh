@@ -3,18 +3,16 @@
 # sources (interposer/ datatypes/ topology/ algorithms/ support/ kernels/*.cpp)
 # as a build compiles them, and fails on any finding. See test/style/README.md.
 #
-#   test/style/check_tidy.sh BUILD_DIR            # exit 1 on any finding not in tidy_pending.txt
+#   test/style/check_tidy.sh BUILD_DIR            # exit 1 on any finding
 #   test/style/check_tidy.sh BUILD_DIR -- FILE... # only these files
 #
 # BUILD_DIR must hold compile_commands.json (configure with
 # -DCMAKE_EXPORT_COMPILE_COMMANDS=ON). VENEER_JOBS files at a time (default 2).
-# Findings listed in test/style/tidy_pending.txt (a file and a check) are
-# printed as pending and do not fail the check; the list is meant to be emptied.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root" || exit 2
 
-usage() { sed -n '2,12s/^# \{0,1\}//p' "$0"; }
+usage() { sed -n '2,10s/^# \{0,1\}//p' "$0"; }
 
 build="" files=()
 while [ $# -gt 0 ]; do
@@ -60,25 +58,9 @@ printf '%s\n' "${files[@]}" | xargs -d '\n' ls -S |
 # Each finding once (a header's is printed for every file that includes it),
 # as "path:line:col: warning: text [check]" with the path relative to the root.
 findings=$(grep -E '^/.*: (warning|error): ' "$out" | sed "s|^$root/||" | sort -u)
-# Pending: "path check" pairs from tidy_pending.txt (comments and blank lines ignored).
-pending_list=$(sed -e 's/#.*//' -e '/^[[:space:]]*$/d' test/style/tidy_pending.txt 2>/dev/null)
-is_pending() {  # is_pending FINDING
-  local path=${1%%:*} check
-  check=$(grep -oE '\[[A-Za-z0-9.,-]+\]$' <<<"$1" | tr -d '[]')
-  local p c
-  while read -r p c; do
-    [ "$p" = "$path" ] || continue
-    case ",$check," in *",$c,"*) return 0 ;; esac
-  done <<<"$pending_list"
-  return 1
-}
-failing="" pending=0
-while IFS= read -r f; do
-  [ -n "$f" ] || continue
-  if is_pending "$f"; then pending=$((pending + 1)); else failing+="$f"$'\n'; fi
-done <<<"$findings"
+failing=""
+[ -z "$findings" ] || failing="$findings"$'\n'
 elapsed=$(($(date +%s) - start))
-[ "$pending" -eq 0 ] || echo "== clang-tidy: $pending findings left pending in test/style/tidy_pending.txt"
 if [ -z "$failing" ]; then
   echo "== clang-tidy: clean ($elapsed s)"
   exit 0
