@@ -107,9 +107,15 @@ inline const datatypes::Layout* pack_layout(int64_t count, MPI_Datatype type, in
   // Mean block above the threshold: the library's own copy loop is as fast
   // (see p2p_layout). Or below the smallest message taken over (a product
   // beyond int64 is not).
+  // One branch on the three together (whichever holds varies from type to
+  // type, and a halo code's sequence of types defeats the branch predictor);
+  // the empty asm keeps the compiler from splitting them into branches again.
   int64_t bytes = 0;
   const bool overflow = __builtin_mul_overflow(seen->size, int64_t{count}, &bytes);
-  return seen->plain | (seen->mean_block > c.p2p_max_block) | (!overflow & (bytes < c.p2p_min_bytes));
+  unsigned reasons = unsigned{seen->plain} | unsigned{seen->mean_block > c.p2p_max_block} |
+                     (unsigned{!overflow} & unsigned{bytes < c.p2p_min_bytes});
+  asm("" : "+r"(reasons));
+  return reasons != 0;
 }
 
 // The layout to pack `count` instances of `type` with for a send or receive
