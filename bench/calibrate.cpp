@@ -67,7 +67,7 @@ const char* const kUsage =
     "                   alltoall, all or none (default all; repeatable)\n"
     "  --min/--max      ladder of message sizes in bytes, k/M suffixes (default 8 to 4M)\n"
     "  --step K         ladder step factor (default 4; the largest size is always measured)\n"
-    "  --repetitions R  interleaved timed batches per method and size (default 11)\n"
+    "  --repetitions R  interleaved timed batches per method and size (default 31)\n"
     "  --seconds S      length of one timed batch (default 0.005)\n";
 
 struct Options {
@@ -77,7 +77,7 @@ struct Options {
   bool no_collectives = false;  // --collective none: levels and point-to-point only
   int64_t min_bytes = 8, max_bytes = int64_t{4} << 20;
   int64_t step = 4;
-  int repetitions = 11;
+  int repetitions = 31;
   double batch_seconds = 0.005;
 };
 
