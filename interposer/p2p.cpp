@@ -110,7 +110,8 @@ Side describe(Buf* buf, int count, MPI_Datatype type, int peer, MPI_Comm comm, R
     counters().add(send ? Counter::send_taken : Counter::recv_taken);
     return side;
   }
-  auto layout = routes == Routes::any ? p2p_layout(buf, count, type, peer, comm) : nullptr;
+  auto layout =
+      routes == Routes::device_only ? nullptr : p2p_layout(buf, count, type, peer, comm, routes == Routes::nonblocking);
   if (layout) {
     const int64_t bytes = layout->size * count;
     side.host = Staging(static_cast<size_t>(bytes));
@@ -223,8 +224,8 @@ Incoming side_of(void* buf, int count, MPI_Datatype type, int peer, MPI_Comm com
 // until the request completes (is freed).
 template <class Buf, class Fn>
 int nonblocking(Fn fn, Buf* buf, int count, MPI_Datatype type, int peer, int tag, MPI_Comm comm, MPI_Request* request,
-                Routes routes = Routes::any) {
-  if (p2p_passes(count, type, peer) || !request) {
+                Routes routes = Routes::nonblocking) {
+  if (p2p_passes(count, type, peer, routes == Routes::nonblocking) || !request) {
     counters().add(std::is_const_v<Buf> ? Counter::send_passed : Counter::recv_passed);
     return fn(buf, count, type, peer, tag, comm, request);
   }
@@ -260,10 +261,10 @@ int nonblocking(Fn fn, Buf* buf, int count, MPI_Datatype type, int peer, int tag
 // The entry points of MPI_Send, Isend, Recv and Irecv: the common
 // pass-through in a few instructions without a stack frame (always inlined,
 // `library` read only on that branch), the rest out of line in `slow`.
-template <Counter passed, class Library, class Slow, class Buf, class... Rest>
+template <Counter passed, bool nonblocking, class Library, class Slow, class Buf, class... Rest>
 [[gnu::always_inline]] inline int quick(const Library& library, Slow slow, Buf* buf, int count, MPI_Datatype type,
                                         int peer, int tag, MPI_Comm comm, Rest... rest) {
-  if (p2p_passes(count, type, peer)) {
+  if (p2p_passes(count, type, peer, nonblocking)) {
     counters().add(passed);
     return library(buf, count, type, peer, tag, comm, rest...);
   }
@@ -282,7 +283,7 @@ int sendrecv_staged(const Outgoing& out, int dest, int sendtag, Incoming& in, in
 }  // namespace
 
 extern "C" int MPI_Send(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm) {
-  return quick<Counter::send_passed>(next::Send, send_slow, buf, count, type, dest, tag, comm);
+  return quick<Counter::send_passed, false>(next::Send, send_slow, buf, count, type, dest, tag, comm);
 }
 extern "C" int MPI_Ssend(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm) {
   return blocking_send(next::Ssend, buf, count, type, dest, tag, comm);
@@ -295,7 +296,7 @@ extern "C" int MPI_Bsend(const void* buf, int count, MPI_Datatype type, int dest
 }
 extern "C" int MPI_Isend(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
                          MPI_Request* request) {
-  return quick<Counter::send_passed>(next::Isend, isend_slow, buf, count, type, dest, tag, comm, request);
+  return quick<Counter::send_passed, true>(next::Isend, isend_slow, buf, count, type, dest, tag, comm, request);
 }
 // The other nonblocking sends, and (below) the persistent ones: one body each.
 #define VENEER_NONBLOCKING_SEND(Name, routes)                                                                \
@@ -303,18 +304,18 @@ extern "C" int MPI_Isend(const void* buf, int count, MPI_Datatype type, int dest
                             MPI_Request* request) {                                                          \
     return nonblocking(next::Name, buf, count, type, dest, tag, comm, request, routes);                      \
   }
-VENEER_NONBLOCKING_SEND(Issend, Routes::any)
-VENEER_NONBLOCKING_SEND(Ibsend, Routes::any)
-VENEER_NONBLOCKING_SEND(Irsend, Routes::any)
+VENEER_NONBLOCKING_SEND(Issend, Routes::nonblocking)
+VENEER_NONBLOCKING_SEND(Ibsend, Routes::nonblocking)
+VENEER_NONBLOCKING_SEND(Irsend, Routes::nonblocking)
 
 extern "C" int MPI_Recv(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm,
                         MPI_Status* status) {
-  return quick<Counter::recv_passed>(next::Recv, recv_slow, buf, count, type, source, tag, comm, status);
+  return quick<Counter::recv_passed, false>(next::Recv, recv_slow, buf, count, type, source, tag, comm, status);
 }
 
 extern "C" int MPI_Irecv(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm,
                          MPI_Request* request) {
-  return quick<Counter::recv_passed>(next::Irecv, irecv_slow, buf, count, type, source, tag, comm, request);
+  return quick<Counter::recv_passed, true>(next::Irecv, irecv_slow, buf, count, type, source, tag, comm, request);
 }
 
 // Matched receives (after MPI_Mprobe/MPI_Improbe): the message is already

@@ -26,7 +26,9 @@ enum class Route : uint8_t { pass, host, device };
 
 // Which routes a builder may choose (persistent requests and matched
 // receives: pass or device; host data of theirs stays with the library).
-enum class Routes : uint8_t { any, device_only };
+// `nonblocking`: any, but host data by a calibrated profile's send tables
+// only from the built-in smallest message on (see p2p_layout).
+enum class Routes : uint8_t { any, nonblocking, device_only };
 
 struct Outgoing {
   Route route = Route::pass;

@@ -94,7 +94,8 @@ inline const datatypes::Layout* pack_layout(int64_t count, MPI_Datatype type, in
 // to move, no device memory possible in this process, a type Veneer knows to
 // be contiguous or does not know). A few loads on the pass-through path;
 // false sends the call through the full rules below.
-[[gnu::always_inline]] inline bool p2p_passes(int count, MPI_Datatype type, int peer) {
+// `nonblocking`: Isend, Irecv and their kin (Config::p2p_nonblocking_min_bytes).
+[[gnu::always_inline]] inline bool p2p_passes(int count, MPI_Datatype type, int peer, bool nonblocking = false) {
   const Config& c = config();
   if (!takes_send(c) || peer == MPI_PROC_NULL || count <= 0) return true;
   if (carries_device(c) && !kernels::device_memory_surely_absent()) return false;
@@ -112,8 +113,9 @@ inline const datatypes::Layout* pack_layout(int64_t count, MPI_Datatype type, in
   // the empty asm keeps the compiler from splitting them into branches again.
   int64_t bytes = 0;
   const bool overflow = __builtin_mul_overflow(seen->size, int64_t{count}, &bytes);
-  unsigned reasons = unsigned{seen->plain} | unsigned{seen->mean_block > c.p2p_max_block} |
-                     (unsigned{!overflow} & unsigned{bytes < c.p2p_min_bytes});
+  unsigned reasons =
+      unsigned{seen->plain} | unsigned{seen->mean_block > c.p2p_max_block} |
+      (unsigned{!overflow} & unsigned{bytes < (nonblocking ? c.p2p_nonblocking_min_bytes : c.p2p_min_bytes)});
   asm("" : "+r"(reasons));
   return reasons != 0;
 }
@@ -125,14 +127,20 @@ inline const datatypes::Layout* pack_layout(int64_t count, MPI_Datatype type, in
 //  - with a calibrated profile's send tables (Config::send_rules): the table
 //    of the peer's level (same node, other node; topology/peer_level.h) says
 //    Veneer's way was measured faster beyond the spread around this mean
-//    block and message size (support/send_rule.h); or
+//    block and message size (support/send_rule.h), and a `nonblocking` one
+//    (Isend, Irecv and their kin) is at least the built-in smallest message
+//    (Config::p2p_nonblocking_min_bytes): the tables time one blocking message at
+//    a time, while nonblocking calls come many at once and each taken over
+//    holds its staging until completion (halo3d's 26-neighbour exchange with
+//    4.6 KB faces taken over by such a table ran at 0.69-0.83x of the
+//    library, passed through at 0.98-0.99x); or
 //  - without: its mean contiguous block is at most VENEER_P2P_MAX_BLOCK bytes
 //    (the library's own copy loop is competitive for large blocks and avoids
 //    our extra copy) and the message is at least VENEER_P2P_MIN_BYTES.
 // (With tables, those two hold the tables' loosest bounds, so the checks
 // below and p2p_passes never refuse what a table would take.)
 inline std::shared_ptr<const datatypes::Layout> p2p_layout(const void* buf, int count, MPI_Datatype type, int peer,
-                                                           MPI_Comm comm) {
+                                                           MPI_Comm comm, bool nonblocking = false) {
   const Config& c = config();
   if (!takes_send(c) || !uses_packers(c) || count <= 0 || peer == MPI_PROC_NULL) return nullptr;
   const datatypes::Layout* seen = datatypes::peek(type);  // no reference count for the common pass-through
@@ -140,7 +148,8 @@ inline std::shared_ptr<const datatypes::Layout> p2p_layout(const void* buf, int 
   auto layout = datatypes::lookup(type);
   if (!layout) return nullptr;
   const int64_t bytes = layout->size * count;
-  if (bytes < c.p2p_min_bytes || bytes > c.p2p_max_bytes || bytes > INT_MAX || layout->mean_block() > c.p2p_max_block)
+  if (bytes < (nonblocking ? c.p2p_nonblocking_min_bytes : c.p2p_min_bytes) || bytes > c.p2p_max_bytes ||
+      bytes > INT_MAX || layout->mean_block() > c.p2p_max_block)
     return nullptr;
   if (c.send_rules) {
     const double mean_block =

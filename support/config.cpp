@@ -95,6 +95,7 @@ Config parse_config(const char* (*env)(const char*)) {
     c.p2p_min_bytes = *parsed;
     c.p2p_min_bytes_origin = ThresholdOrigin::environment;
   }
+  c.p2p_nonblocking_min_bytes = c.p2p_min_bytes;
   c.alltoall_min_bytes = size_or(env("VENEER_ALLTOALL_MIN_BYTES"), c.alltoall_min_bytes);
   c.type_cache_limit = size_or(env("VENEER_TYPE_CACHE"), c.type_cache_limit);
   c.staging_pool = size_or(env("VENEER_STAGING_POOL"), c.staging_pool);
@@ -153,6 +154,7 @@ void apply_profile_thresholds(Config& c) {
       c.p2p_min_bytes_origin = ThresholdOrigin::built_in;
     }
   }
+  c.p2p_nonblocking_min_bytes = c.send_rules ? std::max(c.p2p_min_bytes, defaults.p2p_min_bytes) : c.p2p_min_bytes;
   apply(g_profile_alltoall_max_block, defaults.alltoall_max_block, c.alltoall_max_block, c.alltoall_max_block_origin);
   apply(g_profile_pack_max_block, defaults.pack_max_block, c.pack_max_block, c.pack_max_block_origin);
 }

@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 #include <mpi.h>
 #include <unistd.h>
+#include <algorithm>
 
 #include <atomic>
 #include <cstdio>
@@ -134,23 +135,34 @@ struct Vector {
   }
 };
 
-// Sends `v` from `from` to `to` (typed on both sides, blocking send, nonblocking
-// receive); on those two ranks, returns whether Veneer took its side over and
-// checks the received elements (the gaps stay untouched).
-bool moved_by_veneer(Vector& v, int block, int from, int to) {
+// Sends `v` from `from` to `to` (typed on both sides; blocking Send and Recv,
+// or with `nonblocking` Isend and Irecv); on those two ranks, returns whether
+// Veneer took its side over and checks the received elements (the gaps stay
+// untouched).
+bool moved_by_veneer(Vector& v, int block, int from, int to, bool nonblocking = false) {
   const int me = world_rank();
   bool taken = false;
   if (me == from) {
     v.fill(1000.0);
     const uint64_t before = counters().get(Counter::send_taken);
-    EXPECT_EQ(MPI_Send(v.data.data(), 1, v.type, to, 5, MPI_COMM_WORLD), MPI_SUCCESS);
+    if (nonblocking) {
+      MPI_Request r = MPI_REQUEST_NULL;
+      EXPECT_EQ(MPI_Isend(v.data.data(), 1, v.type, to, 5, MPI_COMM_WORLD, &r), MPI_SUCCESS);
+      EXPECT_EQ(MPI_Wait(&r, MPI_STATUS_IGNORE), MPI_SUCCESS);
+    } else {
+      EXPECT_EQ(MPI_Send(v.data.data(), 1, v.type, to, 5, MPI_COMM_WORLD), MPI_SUCCESS);
+    }
     taken = counters().get(Counter::send_taken) > before;
   } else if (me == to) {
     v.fill(-1.0);
     const uint64_t before = counters().get(Counter::recv_taken);
-    MPI_Request r = MPI_REQUEST_NULL;
-    EXPECT_EQ(MPI_Irecv(v.data.data(), 1, v.type, from, 5, MPI_COMM_WORLD, &r), MPI_SUCCESS);
-    EXPECT_EQ(MPI_Wait(&r, MPI_STATUS_IGNORE), MPI_SUCCESS);
+    if (nonblocking) {
+      MPI_Request r = MPI_REQUEST_NULL;
+      EXPECT_EQ(MPI_Irecv(v.data.data(), 1, v.type, from, 5, MPI_COMM_WORLD, &r), MPI_SUCCESS);
+      EXPECT_EQ(MPI_Wait(&r, MPI_STATUS_IGNORE), MPI_SUCCESS);
+    } else {
+      EXPECT_EQ(MPI_Recv(v.data.data(), 1, v.type, from, 5, MPI_COMM_WORLD, MPI_STATUS_IGNORE), MPI_SUCCESS);
+    }
     taken = counters().get(Counter::recv_taken) > before;
     for (size_t i = 0; i < v.data.size(); ++i) {
       const bool in_block = (i / static_cast<size_t>(block)) % 2 == 0;
@@ -213,6 +225,13 @@ TEST_F(SendRule, TakesOverPerPeerLevelWhereTheProfileMeasuredAGain) {
   EXPECT_FALSE(moved_by_veneer(small, 1, 0, 1));
   Vector wide(1024, 8);  // 64-byte blocks: a tie within a node, so the library
   EXPECT_FALSE(moved_by_veneer(wide, 8, 0, 1));
+  // Nonblocking calls keep the built-in smallest message (the tables time one
+  // blocking message at a time): the 8 KiB face passes, 64 KiB is taken.
+  EXPECT_EQ(config().p2p_nonblocking_min_bytes, std::max<int64_t>(4096, VENEER_DEFAULT_P2P_MIN_BYTES));
+  EXPECT_FALSE(moved_by_veneer(face, 1, 0, 1, true));
+  Vector large(8192, 1);  // 64 KiB of 8-byte blocks: a measured win within a node
+  EXPECT_EQ(moved_by_veneer(large, 1, 0, 1, true), me <= 1);
+  EXPECT_EQ(moved_by_veneer(large, 1, 1, 0), me <= 1);
 
   // The user's threshold wins over the tables.
   setenv("VENEER_P2P_MIN_BYTES", "1M", 1);
