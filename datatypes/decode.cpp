@@ -3,6 +3,8 @@
 #include <optional>
 #include <vector>
 
+#include "support/log.h"
+
 namespace veneer::datatypes {
 namespace {
 
@@ -50,7 +52,8 @@ struct Contents {
   ~Contents() {
     for (MPI_Datatype& t : types) {
       const std::optional<int> combiner = combiner_of(t);
-      if (combiner && *combiner != MPI_COMBINER_NAMED) PMPI_Type_free(&t);
+      if (combiner && *combiner != MPI_COMBINER_NAMED && PMPI_Type_free(&t) != MPI_SUCCESS)
+        log(LogLevel::debug, "datatypes: MPI_Type_free of a constituent type failed (it stays allocated)");
     }
   }
 };

@@ -421,11 +421,11 @@ void veneer_fortran_alltoallw(void* sendbuf, F* sendcounts, F* sdispls, F* sendt
   const Sentinels s = f77();
   const MPI_Comm cc = comm(c);
   int n = 0, inter = 0;
-  if (cc != MPI_COMM_NULL) {
-    PMPI_Comm_test_inter(cc, &inter);
-    if (inter) PMPI_Comm_remote_size(cc, &n);
-    else PMPI_Comm_size(cc, &n);
-  }
+  // A communicator the library will not describe: no types converted, and
+  // the call below returns the library's own error.
+  if (cc != MPI_COMM_NULL && (PMPI_Comm_test_inter(cc, &inter) != MPI_SUCCESS ||
+                              (inter ? PMPI_Comm_remote_size(cc, &n) : PMPI_Comm_size(cc, &n)) != MPI_SUCCESS))
+    n = 0;
   void* sbuf = send_address(sendbuf, s);
   const auto rtypes = types(recvtypes, n);
   // In place the send arguments are ignored (and may be anything).
@@ -439,20 +439,22 @@ void veneer_fortran_neighbor_alltoallw(void* sendbuf, F* sendcounts, MPI_Aint* s
   const Sentinels s = f77();
   const MPI_Comm cc = comm(c);
   int topo = MPI_UNDEFINED, in = 0, out = 0;
-  if (cc != MPI_COMM_NULL) PMPI_Topo_test(cc, &topo);
+  if (cc != MPI_COMM_NULL && PMPI_Topo_test(cc, &topo) != MPI_SUCCESS) topo = MPI_UNDEFINED;
+  // A failed query leaves no types converted; the call below returns the library's own error.
+  bool ok = true;
   if (topo == MPI_CART) {
     int dims = 0;
-    PMPI_Cartdim_get(cc, &dims);
+    ok = PMPI_Cartdim_get(cc, &dims) == MPI_SUCCESS;
     in = out = 2 * dims;
   } else if (topo == MPI_GRAPH) {
     int rank = 0;
-    PMPI_Comm_rank(cc, &rank);
-    PMPI_Graph_neighbors_count(cc, rank, &in);
+    ok = PMPI_Comm_rank(cc, &rank) == MPI_SUCCESS && PMPI_Graph_neighbors_count(cc, rank, &in) == MPI_SUCCESS;
     out = in;
   } else if (topo == MPI_DIST_GRAPH) {
     int weighted = 0;
-    PMPI_Dist_graph_neighbors_count(cc, &in, &out, &weighted);
+    ok = PMPI_Dist_graph_neighbors_count(cc, &in, &out, &weighted) == MPI_SUCCESS;
   }
+  if (!ok) in = out = 0;
   const auto stypes = types(sendtypes, out);
   const auto rtypes = types(recvtypes, in);
   set_error(ierror, MPI_Neighbor_alltoallw(address(sendbuf, s), sendcounts, sdispls, stypes.data(), address(recvbuf, s),

@@ -40,8 +40,9 @@ void start(bool from_init) {
   std::call_once(g_start_once, [from_init] {
     if (from_init) reload_config();
     int rank = 0;
-    PMPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    set_log_rank(rank);
+    const bool ranked = PMPI_Comm_rank(MPI_COMM_WORLD, &rank) == MPI_SUCCESS;
+    set_log_rank(ranked ? rank : 0);
+    if (!ranked) log(LogLevel::warn, "MPI_Comm_rank(MPI_COMM_WORLD) failed: log lines say rank 0");
     datatypes::cache_init();
     collectives_start();
     device::start();
@@ -102,8 +103,7 @@ extern "C" int MPI_Type_commit(MPI_Datatype* type) {
     if (!g_started.load(std::memory_order_acquire)) {
       // MPI was initialised behind our back (e.g. from Fortran): start now.
       int initialized = 0;
-      PMPI_Initialized(&initialized);
-      if (initialized) start(false);
+      if (PMPI_Initialized(&initialized) == MPI_SUCCESS && initialized) start(false);
     }
     datatypes::note_committed(*type);
   }

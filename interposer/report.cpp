@@ -40,11 +40,19 @@ void print_report() {
   const Config& cfg = config();
   if (!cfg.report) return;
   int rank = 0, size = 1;
-  PMPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  PMPI_Comm_size(MPI_COMM_WORLD, &size);
+  if (PMPI_Comm_rank(MPI_COMM_WORLD, &rank) != MPI_SUCCESS || PMPI_Comm_size(MPI_COMM_WORLD, &size) != MPI_SUCCESS) {
+    log(LogLevel::warn, "report: MPI_Comm_rank/size failed; this rank reports as rank 0 of 1");
+    rank = 0;
+    size = 1;
+  }
   std::vector<unsigned long long> mine(kCounters), sum(kCounters);
   for (int i = 0; i < kCounters; ++i) mine[static_cast<size_t>(i)] = counters().get(static_cast<Counter>(i));
-  PMPI_Reduce(mine.data(), sum.data(), kCounters, MPI_UNSIGNED_LONG_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
+  // Every rank makes the same call whatever it returns; a failed sum falls back to this rank's own counts.
+  if (PMPI_Reduce(mine.data(), sum.data(), kCounters, MPI_UNSIGNED_LONG_LONG, MPI_SUM, 0, MPI_COMM_WORLD) !=
+      MPI_SUCCESS) {
+    log(LogLevel::warn, "report: MPI_Reduce of the counters failed; the totals are this rank's");
+    sum = mine;
+  }
   FILE* out = stderr;
   bool opened = false;
   if (!cfg.report_file.empty() && (rank == 0 || cfg.report == 2)) {
