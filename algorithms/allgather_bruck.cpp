@@ -3,7 +3,6 @@
 // optimal for non-powers of two, for small messages.
 #include <algorithm>
 #include <cstring>
-#include <vector>
 
 #include "algorithms/primitives.h"
 
@@ -22,7 +21,7 @@ int run(const Args& a, const Hierarchy& h) {
   const int64_t b = a.count;
   auto* out = static_cast<std::byte*>(a.rbuf);
   // gathered[i] is the block of rank (rank + i) % p.
-  std::vector<std::byte> gathered(static_cast<size_t>(p * b));
+  Scratch gathered(static_cast<size_t>(p * b));
   const void* own = a.sbuf == MPI_IN_PLACE ? out + rank * b : a.sbuf;
   if (b > 0) std::memcpy(gathered.data(), own, static_cast<size_t>(b));
   for (int have = 1; have < p; have <<= 1) {

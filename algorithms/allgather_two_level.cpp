@@ -3,7 +3,6 @@
 // broadcasts the whole result within its node. The network carries one
 // message per node pair instead of one per rank pair.
 #include <cstring>
-#include <vector>
 
 #include "algorithms/primitives.h"
 
@@ -34,10 +33,10 @@ int run(const Args& a, const Hierarchy& h) {
   }
   nodes.offsets[static_cast<size_t>(h.node_count)] = static_cast<int64_t>(h.size) * b;
   // Consecutive nodes are already runs of rbuf; otherwise gather into node order and sort at the end.
-  std::vector<std::byte> sorted;
+  Scratch sorted;
   std::byte* runs = out;
   if (!h.node_consecutive && h.node_rank == 0) {
-    sorted.resize(static_cast<size_t>(h.size * b));
+    sorted.reset(static_cast<size_t>(h.size * b));
     runs = sorted.data();
   }
   int made = MPI_SUCCESS;

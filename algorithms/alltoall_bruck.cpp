@@ -3,7 +3,6 @@
 // rotation puts blocks in place. log2(p) latencies but each block travels
 // up to log2(p) times: for small blocks and many ranks.
 #include <cstring>
-#include <vector>
 
 #include "algorithms/primitives.h"
 
@@ -22,10 +21,10 @@ int run(const Args& a, const Hierarchy& h) {
   auto* out = static_cast<std::byte*>(a.rbuf);
   const std::byte* in = a.sbuf == MPI_IN_PLACE ? out : static_cast<const std::byte*>(a.sbuf);
   // rotated[i] is, until the end, the block that travels i ranks onward.
-  std::vector<std::byte> rotated(static_cast<size_t>(p * b));
+  Scratch rotated(static_cast<size_t>(p * b));
   for (int i = 0; i < p && b > 0; ++i)
     std::memcpy(rotated.data() + i * b, in + static_cast<int64_t>((rank + i) % p) * b, static_cast<size_t>(b));
-  std::vector<std::byte> outgoing(static_cast<size_t>((p / 2 + 1) * b)), incoming(outgoing.size());
+  Scratch outgoing(static_cast<size_t>((p / 2 + 1) * b)), incoming(outgoing.size());
   for (int bit = 1; bit < p; bit <<= 1) {
     int64_t packed = 0;
     for (int i = bit; i < p; ++i)

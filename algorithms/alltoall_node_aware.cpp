@@ -32,18 +32,18 @@ int run(const Args& a, const Hierarchy& h) {
     return recv(out, row, MPI_BYTE, 0, Tag::alltoall, h.node_comm());
   }
   // rows[i] = the send buffer of my node's local rank i.
-  std::vector<std::byte> rows(static_cast<size_t>(local * row));
+  Scratch rows(static_cast<size_t>(local * row));
   VENEER_TRY(gather_linear(in, rows.data(), row, MPI_BYTE, 1, h.node_comm(), Tag::alltoall));
   // arrived[node k] = blocks from k's ranks (i) to mine (t), i-major, at arrived_at[k].
   std::vector<int64_t> arrived_at(static_cast<size_t>(h.node_count) + 1, 0);
   for (int k = 0; k < h.node_count; ++k)
     arrived_at[static_cast<size_t>(k) + 1] =
         arrived_at[static_cast<size_t>(k)] + int64_t{h.node_size_of(k)} * local * b;
-  std::vector<std::byte> arrived(static_cast<size_t>(arrived_at.back())), outgoing;
+  Scratch arrived(static_cast<size_t>(arrived_at.back())), outgoing;
   for (int step = 0; step < h.node_count; ++step) {
     const int to = (here + step) % h.node_count, from = (here - step + h.node_count) % h.node_count;
     const auto& dests = h.node_ranks[static_cast<size_t>(to)];
-    outgoing.resize(static_cast<size_t>(local * static_cast<int64_t>(dests.size()) * b));
+    outgoing.reset(static_cast<size_t>(local * static_cast<int64_t>(dests.size()) * b));
     std::byte* put = outgoing.data();
     for (int i = 0; i < local; ++i)
       for (int d : dests) {
@@ -58,7 +58,7 @@ int run(const Args& a, const Hierarchy& h) {
                           from, Tag::alltoall, leaders));
   }
   // Sort by destination: local rank t receives, from every rank x, block (x -> t).
-  std::vector<std::byte> sorted(static_cast<size_t>(local * row));
+  Scratch sorted(static_cast<size_t>(local * row));
   for (int t = 0; t < local; ++t)
     for (int x = 0; x < p; ++x) {
       const size_t xx = static_cast<size_t>(x);

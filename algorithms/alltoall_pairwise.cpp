@@ -1,7 +1,6 @@
 // Alltoall by pairwise exchange: in step s, send to rank+s and receive from
 // rank-s. p-1 latencies, each block sent once: for large blocks.
 #include <cstring>
-#include <vector>
 
 #include "algorithms/primitives.h"
 
@@ -18,10 +17,11 @@ int run(const Args& a, const Hierarchy& h) {
   const int p = h.size, rank = h.rank;
   const int64_t b = a.count;
   auto* out = static_cast<std::byte*>(a.rbuf);
-  std::vector<std::byte> saved;
+  Scratch saved;
   const std::byte* in = static_cast<const std::byte*>(a.sbuf);
   if (a.sbuf == MPI_IN_PLACE) {
-    saved.assign(out, out + p * b);
+    saved.reset(static_cast<size_t>(p * b));
+    if (b > 0) std::memcpy(saved.data(), out, static_cast<size_t>(p * b));
     in = saved.data();
   }
   if (b > 0) std::memcpy(out + rank * b, in + rank * b, static_cast<size_t>(b));

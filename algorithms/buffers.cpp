@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <climits>
 #include <cstring>
+#include <vector>
 
 #include "algorithms/p2p.h"
 #include "datatypes/cache.h"
@@ -29,8 +30,8 @@ std::optional<ElementType> ElementType::of(MPI_Datatype type) {
 TempBuffer::TempBuffer(int64_t count, const ElementType& t) {
   const datatypes::Span span = t.layout->span(count);
   if (span.bytes <= 0) return;
-  storage_ = std::make_unique_for_overwrite<std::byte[]>(static_cast<size_t>(span.bytes));
-  origin_ = storage_.get() - span.low;
+  storage_.reset(static_cast<size_t>(span.bytes));
+  if (!storage_.empty()) origin_ = storage_.data() - span.low;
 }
 
 namespace {
@@ -45,12 +46,12 @@ bool veneer_packs(const std::shared_ptr<const datatypes::Layout>& layout) { retu
 // copy() by the library's pack and unpack, in pieces of at most INT_MAX bytes.
 int library_copy(void* dst, const void* src, int64_t count, const ElementType& t) {
   const int64_t per_piece = std::max<int64_t>(1, INT_MAX / t.size());
-  std::vector<std::byte> packed;
+  Scratch packed;
   for (int64_t done = 0; done < count;) {
     const int n = static_cast<int>(std::min(per_piece, count - done));
     int packed_size = 0, position = 0, read = 0;
     VENEER_TRY(PMPI_Pack_size(n, t.handle, MPI_COMM_SELF, &packed_size));
-    packed.resize(static_cast<size_t>(packed_size));
+    packed.reset(static_cast<size_t>(packed_size));
     VENEER_TRY(PMPI_Pack(element(src, done, t), n, t.handle, packed.data(), packed_size, &position, MPI_COMM_SELF));
     VENEER_TRY(PMPI_Unpack(packed.data(), position, &read, element(dst, done, t), n, t.handle, MPI_COMM_SELF));
     done += n;
@@ -71,7 +72,7 @@ int copy(void* dst, const void* src, int64_t count, const ElementType& t) {
   if (!veneer_packs(t.layout)) return library_copy(dst, src, count, t);
   // The packed stream in pieces: only the type's bytes are written, its gaps keep their values.
   const int64_t total = count * l.size;
-  std::vector<std::byte> piece(static_cast<size_t>(std::min(total, kCopyPiece)));
+  Scratch piece(static_cast<size_t>(std::min(total, kCopyPiece)));
   for (int64_t done = 0; done < total;) {
     const int64_t n = datatypes::pack(l, count, src, done, kCopyPiece, piece.data());
     if (n <= 0 || datatypes::unpack(l, count, dst, done, n, piece.data()) != n) return MPI_ERR_INTERN;
@@ -119,12 +120,12 @@ int ByteView::read(const void* buf, int count, MPI_Datatype type) {
   }
   if (!veneer_packs(layout_)) layout_.reset();  // the library packs
   if (layout_) {
-    packed_.resize(static_cast<size_t>(size_));
+    packed_.reset(static_cast<size_t>(size_));
     if (datatypes::pack_all(*layout_, count, buf, packed_.data()) != size_) return MPI_ERR_INTERN;
   } else {
     int packed_size = 0, position = 0;
     VENEER_TRY(PMPI_Pack_size(count, type, MPI_COMM_SELF, &packed_size));
-    packed_.resize(static_cast<size_t>(std::max<int64_t>(packed_size, size_)));
+    packed_.reset(static_cast<size_t>(std::max<int64_t>(packed_size, size_)));
     VENEER_TRY(PMPI_Pack(buf, count, type, packed_.data(), packed_size, &position, MPI_COMM_SELF));
     if (position != size_) return MPI_ERR_TYPE;  // not the raw bytes: not for this view
   }
@@ -147,7 +148,7 @@ int ByteView::write(void* buf, int count, MPI_Datatype type, bool preload) {
       return MPI_SUCCESS;
     }
     if (!veneer_packs(layout_)) layout_.reset();  // the library unpacks
-    packed_.resize(static_cast<size_t>(size_));
+    packed_.reset(static_cast<size_t>(size_));
     bytes_ = packed_.data();
   }
   if (!packed_.empty()) {
