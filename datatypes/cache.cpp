@@ -14,7 +14,6 @@
 namespace veneer::datatypes {
 namespace detail {
 constinit thread_local FrontTable* t_front [[gnu::tls_model("initial-exec")]] = nullptr;
-std::atomic<uint64_t> g_epoch{1};
 }  // namespace detail
 
 namespace {
@@ -29,7 +28,7 @@ struct Entry {
 struct Cache {
   std::shared_mutex mutex;
   std::unordered_map<uint64_t, Entry> entries;
-  std::atomic<uint64_t>& epoch = detail::g_epoch;
+  std::atomic<uint64_t>& epoch = g_cache_epoch;
   // Set at start while other threads may already commit types (MPI initialised behind Veneer's back).
   std::atomic<int> keyval{MPI_KEYVAL_INVALID};
   std::atomic<int64_t> hits{0}, misses{0}, decoded{0}, unsupported{0}, evicted{0};
@@ -67,28 +66,44 @@ constexpr size_t kSweepPerFill = 16;
 
 // Stores a fresh entry as the most recent of its set (the other one is
 // kept if still valid, the older one dropped).
-const Front& front_fill(uint64_t key, uint64_t epoch, std::shared_ptr<const Layout> layout) {
+// Fewer elements than this of a type of `size` bytes make fewer than `bytes`.
+int64_t count_below(int64_t bytes, int64_t size) {
+  if (bytes <= 0) return 0;
+  return bytes / size + (bytes % size != 0 ? 1 : 0);
+}
+
+// The pass-through's thresholds for `layout` under the current configuration (Front::pass_below).
+void set_thresholds(Front& f, const Layout* layout) {
+  const Config& c = config();
+  if (!layout || layout->contiguous || layout->size <= 0 || layout->mean_block() > c.p2p_max_block) {
+    f.pass_below[0] = f.pass_below[1] = detail::kAlwaysPasses;
+    return;
+  }
+  f.pass_below[0] = count_below(c.p2p_min_bytes, layout->size);
+  f.pass_below[1] = count_below(c.p2p_nonblocking_min_bytes, layout->size);
+}
+
+void front_fill(uint64_t key, uint64_t epoch, std::shared_ptr<const Layout> layout) {
   FrontTable& t = front_table();
   for (size_t k = 0; k < kSweepPerFill; ++k) {
-    Front& f = t.slots[t.sweep];
+    const size_t s = t.sweep;
     t.sweep = (t.sweep + 1) % t.slots.size();
-    if (f.epoch != epoch && f.layout) f = Front{};
+    if (t.slots[s].epoch != epoch && t.layouts[s]) {
+      t.slots[s] = Front{};
+      t.layouts[s].reset();
+    }
   }
   const size_t i = set_of(key);
-  Front& first = t.slots[i];
-  Front& second = t.slots[i + 1];
-  if (first.key != key && first.epoch == epoch) second = std::move(first);
+  if (t.slots[i].key != key && t.slots[i].epoch == epoch) {
+    t.slots[i + 1] = t.slots[i];
+    t.layouts[i + 1] = std::move(t.layouts[i]);
+  }
   Front fresh;
   fresh.key = key;
   fresh.epoch = epoch;
-  if (layout) {
-    fresh.size = layout->size;
-    fresh.mean_block = layout->mean_block();
-    fresh.plain = layout->contiguous || layout->size <= 0;
-  }
-  fresh.layout = std::move(layout);
-  first = std::move(fresh);
-  return first;
+  set_thresholds(fresh, layout.get());
+  t.slots[i] = fresh;
+  t.layouts[i] = std::move(layout);
 }
 
 std::atomic<FreedLayoutHook> g_freed_hook{nullptr};
@@ -171,7 +186,7 @@ std::shared_ptr<const Layout> lookup(MPI_Datatype type) {
   const uint64_t epoch = c.epoch.load(std::memory_order_acquire);
   if (const Front* f = front_hit(key, epoch)) {
     if (config().report != 0) c.hits.fetch_add(1, std::memory_order_relaxed);  // a shared line: only when reported
-    return f->layout;
+    return detail::layout_of(f);
   }
   c.misses.fetch_add(1, std::memory_order_relaxed);
   bool known = false;
@@ -220,7 +235,7 @@ const Layout* detail::peek_slow(MPI_Datatype type) {
   // it did not (a race with a free), answer "unknown" and let the call pass.
   auto layout = lookup(type);
   const Front* f = layout ? front_hit(key, c.epoch.load(std::memory_order_acquire)) : nullptr;
-  return f && f->layout == layout ? layout.get() : nullptr;
+  return f && detail::layout_of(f) == layout ? layout.get() : nullptr;
 }
 
 CacheStats cache_stats() {

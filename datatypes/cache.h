@@ -10,9 +10,11 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <memory>
 
 #include "datatypes/layout.h"
+#include "support/config.h"
 #include "support/handle.h"
 
 namespace veneer::datatypes {
@@ -27,31 +29,35 @@ void note_committed(MPI_Datatype type);
 std::shared_ptr<const Layout> lookup(MPI_Datatype type);
 
 namespace detail {
-// A per-thread front of the cache, valid while the epoch is unchanged: two-way
-// set associative, big enough for an application's working set of types (a
-// halo code with a type per face and field holds hundreds) so that lookups
-// stay off the shared table. Heap-allocated on a thread's first lookup and
-// reached through one pointer in static TLS (no call into the loader per lookup).
-// One entry per cache line, holding copies of the layout's facts the
-// pass-through checks read (switchboard.h p2p_passes), so that a hit touches
-// this line and not the layout's.
-struct alignas(64) Front {
+// A per-thread front of the cache, valid while the epoch (g_cache_epoch,
+// support/config.h) is unchanged: two-way set associative, big enough for an
+// application's working set of types (a halo code with a type per face and
+// field holds hundreds) so that lookups stay off the shared table.
+// Heap-allocated on a thread's first lookup and reached through one pointer
+// in static TLS (no call into the loader per lookup). Both entries of a set
+// share one cache line and hold what the pass-through asks of a type
+// (switchboard.h p2p_passes), so that a hit touches that line alone; the
+// layouts sit in an array beside them.
+inline constexpr int64_t kAlwaysPasses = std::numeric_limits<int64_t>::max();
+struct Front {
   uint64_t key = 0;
   uint64_t epoch = 0;
-  std::shared_ptr<const Layout> layout;
-  int64_t size = 0;        // layout->size
-  int64_t mean_block = 0;  // layout->mean_block()
-  // No layout, a contiguous one or nothing to move: a send passes whatever its count.
-  bool plain = true;
+  // A send or receive of fewer than pass_below[nonblocking] elements of this
+  // type certainly goes to the library under the configuration of this
+  // epoch: kAlwaysPasses for a type with no layout, a contiguous one, nothing
+  // to move, or a mean block above VENEER_P2P_MAX_BLOCK; else the count that
+  // first reaches the smallest message taken over (Config::p2p_min_bytes, and
+  // p2p_nonblocking_min_bytes for Isend, Irecv and their kin).
+  int64_t pass_below[2] = {kAlwaysPasses, kAlwaysPasses};
 };
-inline const Front kNoType{};  // MPI_DATATYPE_NULL: known, with no layout (plain)
+static_assert(sizeof(Front) == 32, "two entries per cache line");
 inline constexpr size_t kFrontSets = 2048;
 struct FrontTable {
-  std::array<Front, 2 * kFrontSets> slots;
+  alignas(64) std::array<Front, 2 * kFrontSets> slots;                // set s: slots 2s and 2s+1
+  std::array<std::shared_ptr<const Layout>, 2 * kFrontSets> layouts;  // of each slot (null: no layout)
   size_t sweep = 0;  // where the next fill starts releasing stale entries
 };
 extern thread_local constinit FrontTable* t_front [[gnu::tls_model("initial-exec")]];
-extern std::atomic<uint64_t> g_epoch;  // bumped whenever an entry leaves the cache
 inline size_t set_of(uint64_t key) { return 2 * ((key >> 4 ^ key >> 13 ^ key) & (kFrontSets - 1)); }
 // This thread's valid front entry for key, or null.
 [[gnu::always_inline]] inline const Front* front_hit(uint64_t key, uint64_t epoch) {
@@ -62,15 +68,19 @@ inline size_t set_of(uint64_t key) { return 2 * ((key >> 4 ^ key >> 13 ^ key) & 
   if (t->slots[i + 1].key == key && t->slots[i + 1].epoch == epoch) return &t->slots[i + 1];
   return nullptr;
 }
+// The layout of a valid entry of this thread's front.
+[[gnu::always_inline]] inline const std::shared_ptr<const Layout>& layout_of(const Front* f) {
+  FrontTable* t = t_front;
+  return t->layouts[static_cast<size_t>(f - t->slots.data())];
+}
 const Layout* peek_slow(MPI_Datatype type);
 }  // namespace detail
 
-// This thread's front entry for `type` alone, for the quickest checks (its
-// layout null: a type Veneer does not describe), or null when the front does
-// not know the type (ask peek(), which fills it).
+// This thread's front entry for `type` alone, for the quickest checks, or
+// null when the front does not know the type (ask peek(), which fills it;
+// MPI_DATATYPE_NULL is never in the front).
 [[gnu::always_inline]] inline const detail::Front* front_entry(MPI_Datatype type) {
-  if (type == MPI_DATATYPE_NULL) return &detail::kNoType;
-  return detail::front_hit(handle_key(type), detail::g_epoch.load(std::memory_order_acquire));
+  return detail::front_hit(handle_key(type), g_cache_epoch.load(std::memory_order_acquire));
 }
 
 // This thread's front alone, for the quickest checks: true with *layout set
@@ -81,9 +91,9 @@ const Layout* peek_slow(MPI_Datatype type);
     *layout = nullptr;
     return true;
   }
-  const detail::Front* f = detail::front_hit(handle_key(type), detail::g_epoch.load(std::memory_order_acquire));
+  const detail::Front* f = detail::front_hit(handle_key(type), g_cache_epoch.load(std::memory_order_acquire));
   if (!f) return false;
-  *layout = f->layout.get();
+  *layout = detail::layout_of(f).get();
   return true;
 }
 
@@ -92,8 +102,8 @@ const Layout* peek_slow(MPI_Datatype type);
 // pass-through path: a hit in this thread's front is a few loads.
 [[gnu::always_inline]] inline const Layout* peek(MPI_Datatype type) {
   if (type == MPI_DATATYPE_NULL) return nullptr;
-  if (const detail::Front* f = detail::front_hit(handle_key(type), detail::g_epoch.load(std::memory_order_acquire)))
-    return f->layout.get();
+  if (const detail::Front* f = detail::front_hit(handle_key(type), g_cache_epoch.load(std::memory_order_acquire)))
+    return detail::layout_of(f).get();
   return detail::peek_slow(type);
 }
 

@@ -214,7 +214,7 @@ bool same(const PassMemo& m, const Shape& s, const Shape& r) {
 // True if this thread passed the same shape through last time, with nothing changed since.
 bool passed_before(int form, const Shape& s, const Shape& r) {
   const PassMemo* m = t_memo;
-  return m && m->holds(form, config(), datatypes::detail::g_epoch.load(std::memory_order_acquire)) && same(*m, s, r);
+  return m && m->holds(form, config(), g_cache_epoch.load(std::memory_order_acquire)) && same(*m, s, r);
 }
 
 void remember_pass(int form, const Shape& s, const Shape& r, uint64_t epoch) {
@@ -430,7 +430,7 @@ template <class SendTypeAt, class RecvTypeAt>
 bool host_call_passes(const Call& c, int form, const Shape& ss, const Shape& rs, SendTypeAt stype, RecvTypeAt rtype) {
   if (c.device()) return false;
   if (passed_before(form, ss, rs)) return true;
-  const uint64_t epoch = datatypes::detail::g_epoch.load(std::memory_order_acquire);
+  const uint64_t epoch = g_cache_epoch.load(std::memory_order_acquire);
   // Runs alone do not make a call worth taking (Open MPI handles them as
   // fast as bytes: +0.3% instructions taken over); they ride along.
   if ((!c.in_place && worth_a_look(c.ns, ss.counts, false, c.packers, false, stype)) ||

@@ -100,24 +100,14 @@ inline const datatypes::Layout* pack_layout(int64_t count, MPI_Datatype type, in
   if (!takes_send(c) || peer == MPI_PROC_NULL || count <= 0) return true;
   if (carries_device(c) && !kernels::device_memory_surely_absent()) return false;
   if (!uses_packers(c)) return true;
-  // Not seen on this thread yet: the full rules look it up. The facts are
-  // read from the front entry's own line (not the layout's), and combined
-  // without branches: which of them holds differs from type to type.
+  // Not seen on this thread yet: the full rules look it up. Else one compare
+  // with the count below which this type certainly passes, worked out when
+  // the entry was filled (a contiguous type, a mean block above the
+  // threshold, where the library's own copy loop is as fast, or a message
+  // below the smallest taken over; see p2p_layout and datatypes::detail::Front).
   const datatypes::detail::Front* seen = datatypes::front_entry(type);
   if (!seen) return false;
-  // Mean block above the threshold: the library's own copy loop is as fast
-  // (see p2p_layout). Or below the smallest message taken over (a product
-  // beyond int64 is not).
-  // One branch on the three together (whichever holds varies from type to
-  // type, and a halo code's sequence of types defeats the branch predictor);
-  // the empty asm keeps the compiler from splitting them into branches again.
-  int64_t bytes = 0;
-  const bool overflow = __builtin_mul_overflow(seen->size, int64_t{count}, &bytes);
-  unsigned reasons =
-      unsigned{seen->plain} | unsigned{seen->mean_block > c.p2p_max_block} |
-      (unsigned{!overflow} & unsigned{bytes < (nonblocking ? c.p2p_nonblocking_min_bytes : c.p2p_min_bytes)});
-  asm("" : "+r"(reasons));
-  return reasons != 0;
+  return count < seen->pass_below[nonblocking ? 1 : 0];
 }
 
 // The layout to pack `count` instances of `type` with for a send or receive

@@ -160,10 +160,13 @@ void apply_profile_thresholds(Config& c) {
 }
 }  // namespace
 
+std::atomic<uint64_t> g_cache_epoch{1};
+
 void reload_config() {
   Config c = parse_config(real_getenv);
   apply_profile_thresholds(c);
   g_config = c;
+  g_cache_epoch.fetch_add(1, std::memory_order_release);
 }
 
 void set_profile_thresholds(std::optional<int64_t> p2p_max_block, std::optional<int64_t> alltoall_max_block,
@@ -172,11 +175,13 @@ void set_profile_thresholds(std::optional<int64_t> p2p_max_block, std::optional<
   g_profile_alltoall_max_block = alltoall_max_block;
   g_profile_pack_max_block = pack_max_block;
   apply_profile_thresholds(g_config);
+  g_cache_epoch.fetch_add(1, std::memory_order_release);
 }
 
 void set_profile_send_rules(std::shared_ptr<const SendRules> rules) {
   g_profile_send_rules = std::move(rules);
   apply_profile_thresholds(g_config);
+  g_cache_epoch.fetch_add(1, std::memory_order_release);
 }
 
 std::string_view origin_name(ThresholdOrigin origin, std::string_view variable) {

@@ -1,5 +1,6 @@
 #pragma once
 // The run-time switchboard: every VENEER_* environment variable, read once.
+#include <atomic>
 #include <cstdint>
 #include <limits>
 #include <memory>
@@ -132,6 +133,12 @@ void set_profile_thresholds(std::optional<int64_t> p2p_max_block, std::optional<
 // VENEER_P2P_MIN_BYTES; remembered across reload_config(). Same calling rules
 // as set_profile_thresholds.
 void set_profile_send_rules(std::shared_ptr<const SendRules> rules);
+// Bumped whenever something that per-thread caches copy changes: a type
+// leaving the layout cache (datatypes/cache.h), or the configuration being
+// re-read or given a profile's thresholds (the type cache's front entries
+// hold the send rule's thresholds per type). Entries of another epoch are stale.
+extern std::atomic<uint64_t> g_cache_epoch;
+
 // "profile", "built-in default" or the variable's name, for the report.
 std::string_view origin_name(ThresholdOrigin origin, std::string_view variable);
 

@@ -255,6 +255,23 @@ TEST_F(SendRule, BuiltInRuleWithoutAProfile) {
   // 128 KiB of 8-byte blocks: above it, and within both libraries' block threshold: taken over.
   Vector big(16384, 1);
   EXPECT_EQ(moved_by_veneer(big, 1, 0, 1), world_rank() <= 1);
+
+  // Each thread's type cache keeps a type's thresholds (datatypes::detail::Front):
+  // a new configuration replaces them for types it has already seen.
+  setenv("VENEER_P2P_MIN_BYTES", "0", 1);
+  reload_config();
+  EXPECT_EQ(moved_by_veneer(face, 1, 0, 1), world_rank() <= 1);
+  EXPECT_EQ(moved_by_veneer(face, 1, 0, 1, true), world_rank() <= 1);
+  setenv("VENEER_P2P_MAX_BLOCK", "4", 1);  // below the face's 8-byte blocks
+  reload_config();
+  EXPECT_FALSE(moved_by_veneer(face, 1, 0, 1));
+  EXPECT_FALSE(moved_by_veneer(big, 1, 0, 1, true));
+  unsetenv("VENEER_P2P_MAX_BLOCK");
+  reload_config();
+  EXPECT_EQ(moved_by_veneer(face, 1, 0, 1, true), world_rank() <= 1);
+  unsetenv("VENEER_P2P_MIN_BYTES");
+  reload_config();
+  EXPECT_FALSE(moved_by_veneer(face, 1, 0, 1, true));
 }
 
 }  // namespace
