@@ -438,8 +438,7 @@ std::optional<Row> check_collective(Collective c, int64_t target, MPI_Comm comm,
   double t0 = 0;
   std::vector<std::vector<double>> samples(valid.size());
   for (int rep = 0; rep < o.repetitions; ++rep) {
-    for (size_t k = 0; k < valid.size(); ++k) {
-      const size_t m = (k + static_cast<size_t>(rep)) % valid.size();
+    for (const size_t m : bench::batch_order(valid.size(), rep)) {
       apply_collective(c, valid[m]);
       call_collective(w.call, comm, true);  // decides (and warms)
       PMPI_Barrier(MPI_COMM_WORLD);
@@ -576,8 +575,7 @@ std::optional<Row> check_p2p(const P2PCase& pc, const Pair& pair, const Options&
   double t0 = 0;
   std::vector<std::vector<double>> samples(valid.size());
   for (int rep = 0; rep < o.repetitions; ++rep) {
-    for (size_t k = 0; k < valid.size(); ++k) {
-      const size_t m = (k + static_cast<size_t>(rep)) % valid.size();
+    for (const size_t m : bench::batch_order(valid.size(), rep)) {
       apply_p2p(valid[m]);
       round_trip(true);  // warm
       PMPI_Barrier(MPI_COMM_WORLD);
