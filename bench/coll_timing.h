@@ -184,7 +184,7 @@ inline std::vector<std::vector<double>> time_methods(const std::vector<std::stri
   std::vector<std::vector<double>> samples(methods.size());
   for (int r = 0; r < repetitions; ++r) {
     for (const size_t m : batch_order(methods.size(), r)) {
-      run_once(methods[m], w, h);                                      // warm
+      run_once(methods[m], w, h);  // warm
       MPI_Barrier(MPI_COMM_WORLD);
       const double start = now();
       for (int i = 0; i < iterations; ++i) run_once(methods[m], w, h);
