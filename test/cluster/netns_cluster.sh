@@ -27,6 +27,9 @@ usage: $me [options] -- PROGRAM [ARGS...]
   --launcher PATH  mpirun / mpiexec to use (default mpirun, or mpiexec.mpich for mpich)
   --mpicc PATH     compiler for --check (default: the flavor's mpicc)
   --timeout S      seconds before the job is killed (default \$VENEER_TEST_TIMEOUT or 280)
+  --bind-to WHAT   Open MPI's --bind-to for the ranks (default none; MPICH: -bind-to); core:overload-allowed
+                   pins them, so that how they share this machine's cores is the same from
+                   one launch to the next (for calibrating and checking the model)
   --check          run a small program proving the hosts are hosts to MPI
   --verbose        print the set-up and the launch command
 Exit status: the program's; 77 when the cluster cannot be made here; 2 on bad usage.
@@ -50,12 +53,14 @@ flavor=
 launcher=
 mpicc=
 limit=${VENEER_TEST_TIMEOUT:-280}
+bind=none
 check=0
 verbose=0
 while [ $# -gt 0 ]; do
   case $1 in
     --hosts) [ $# -ge 2 ] || bad_usage "missing value after $1"; hosts_spec=$2; shift 2 ;;
     --rate) [ $# -ge 2 ] || bad_usage "missing value after $1"; rate=$2; shift 2 ;;
+    --bind-to) [ $# -ge 2 ] || bad_usage "missing value after $1"; bind=$2; shift 2 ;;
     --mpi) [ $# -ge 2 ] || bad_usage "missing value after $1"; flavor=$2; shift 2 ;;
     --launcher) [ $# -ge 2 ] || bad_usage "missing value after $1"; launcher=$2; shift 2 ;;
     --mpicc) [ $# -ge 2 ] || bad_usage "missing value after $1"; mpicc=$2; shift 2 ;;
@@ -256,7 +261,7 @@ for name in $(compgen -e | grep -E '^(VENEER_|GTEST_|UCX_|LD_LIBRARY_PATH$)'); d
 done
 if [ "$flavor" = openmpi ]; then
   # shellcheck disable=SC2054  # self,vader,tcp is one argument
-  cmd=("$launcher" --hostfile "$hostfile" -np "$np" --oversubscribe --bind-to none
+  cmd=("$launcher" --hostfile "$hostfile" -np "$np" --oversubscribe --bind-to "$bind"
     --mca plm_rsh_agent "$agent" --mca plm_rsh_no_tree_spawn 1
     --mca pml ob1 --mca btl self,vader,tcp
     --mca btl_tcp_if_include "$subnet.0/24" --mca oob_tcp_if_include "$subnet.0/24")
@@ -264,6 +269,7 @@ if [ "$flavor" = openmpi ]; then
   [ -n "$preload" ] && cmd+=(-x "LD_PRELOAD=$preload")
 else
   cmd=("$launcher" -f "$hostfile" -n "$np" -launcher ssh -launcher-exec "$agent" -iface br0)
+  [ "$bind" = none ] || cmd+=(-bind-to "${bind%%:*}")  # Hydra's name for it, without Open MPI's qualifier
   for name in "${forward[@]}"; do cmd+=(-genv "$name" "${!name}"); done
   [ -n "$preload" ] && cmd+=(-genv LD_PRELOAD "$preload")
 fi
