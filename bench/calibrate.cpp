@@ -629,11 +629,18 @@ int main(int argc, char** argv) {
   profile.fingerprint = topo::current_fingerprint();
   profile.created = topo::utc_timestamp();
   profile.machine = topo::machine().summary();
-  if (rank == 0)
+  const bool pinned = bench::all_ranks_pinned();
+  const std::string placement = bench::placement_warning(h->oversubscribed);
+  if (rank == 0) {
     std::printf("# veneer-calibrate: %s\n# machine: %s\n# fingerprint: %s (%s; %s; %s)\n# profile: %s\n",
                 h->describe().c_str(), profile.machine.c_str(), profile.fingerprint.digest().c_str(),
                 profile.fingerprint.cpu.c_str(), profile.fingerprint.mpi.c_str(), profile.fingerprint.transport.c_str(),
                 path.c_str());
+    if (!placement.empty()) {
+      std::printf("# warning: %s\n", placement.c_str());
+      std::fprintf(stderr, "veneer-calibrate: warning: %s\n", placement.c_str());
+    }
+  }
   measure_levels(*h, o, profile);
   measure_p2p(*h, o, profile);
   int failures = 0;
@@ -654,6 +661,7 @@ int main(int argc, char** argv) {
     cal.set("ranks_per_node", h->max_ranks_per_node);
     cal.set("pretend_nodes", h->pretend);
     cal.set("oversubscribed", h->oversubscribed);
+    cal.set("pinned", pinned);
     cal.set("repetitions", o.repetitions);
     cal.set("batch_seconds", o.batch_seconds);
     cal.set("min_bytes", o.min_bytes);

@@ -19,6 +19,7 @@
 
 #include "algorithms/collectives.h"
 #include "topology/hierarchy.h"
+#include "topology/machine.h"
 
 namespace veneer::bench {
 
@@ -159,6 +160,29 @@ inline int batch_iterations(Workload& w, const topology::Hierarchy& h, double ba
     }
     calls = static_cast<int>(std::min<int64_t>(int64_t{calls} * 4, most));
   }
+}
+
+// Whether every rank runs pinned (bound to fewer hardware threads than the
+// machine has; a rank whose binding hwloc cannot tell counts as pinned).
+// Collective over MPI_COMM_WORLD.
+inline bool all_ranks_pinned() {
+  const topology::Machine& m = topology::machine();
+  int pinned = m.bound_pus == 0 || m.bound_pus < m.pus ? 1 : 0;
+  MPI_Allreduce(MPI_IN_PLACE, &pinned, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  return pinned != 0;
+}
+
+// A warning for rank 0 to print when oversubscribed ranks are not pinned:
+// the operating system then pairs them on the cores differently at every
+// launch, and the library's own collectives run up to 1.5x apart from one
+// launch to the next (a 4-rank 16 B allgather on 2 cores: 3.5 or 5.2 us), so
+// times taken in one launch do not carry over to another. Empty otherwise.
+// Collective over MPI_COMM_WORLD.
+inline std::string placement_warning(bool oversubscribed) {
+  const bool pinned = all_ranks_pinned();
+  if (pinned || !oversubscribed) return {};
+  return "more ranks than cores and the ranks are not pinned: their times change from launch to launch "
+         "(pin them, e.g. mpirun --bind-to core:overload-allowed; srun pins by default)";
 }
 
 // The order in which `n` methods run their batches in round `round`: a

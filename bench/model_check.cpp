@@ -744,8 +744,11 @@ int main(int argc, char** argv) {
   }
   alg::collectives_init();
   const double started = bench::now();
+  const veneer::topology::Hierarchy* world = veneer::topology::hierarchy(MPI_COMM_WORLD);
+  const std::string placement = bench::placement_warning(world && world->oversubscribed);
   if (g_rank == 0) {
     std::printf("# veneer-model-check: %d ranks; %s\n", g_size, alg::profile_info().describe().c_str());
+    if (!placement.empty()) std::printf("# warning: %s\n", placement.c_str());
     for (const std::string& variable : cleared)
       std::printf("# %s unset: the automatic choice is Veneer's own\n", variable.c_str());
     const veneer::Config& c = veneer::config();
