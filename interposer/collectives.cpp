@@ -261,7 +261,8 @@ namespace {
 [[gnu::always_inline]] inline bool surely_library(const alg::Call& call, MPI_Comm comm) {
   const Config& c = config();
   if (!takes_collective(c)) return false;  // the full path passes through, and counts
-  if (c.report != 0 || (carries_device(c) && !kernels::device_memory_surely_absent())) return false;
+  if (c.report != 0 || device_memory_in_question(c)) [[unlikely]]
+    return false;
   const alg::Remembered* d = alg::recall_decision(alg::decision_key(call, comm));
   return d && !d->algorithm;
 }

@@ -89,6 +89,16 @@ inline const datatypes::Layout* pack_layout(int64_t count, MPI_Datatype type, in
   return layout;
 }
 
+// Whether a buffer of this call may be device memory Veneer would carry: the
+// device switch on (the default) and the process's one-byte answer not yet
+// "none". Laid out for the common case, the switch on and no device memory
+// possible, as the straight path (no taken branch).
+[[gnu::always_inline]] inline bool device_memory_in_question(const Config& c) {
+  if (!carries_device(c)) [[unlikely]]
+    return false;
+  return !__builtin_expect(kernels::device_memory_surely_absent(), 1);
+}
+
 // The quick answer every send and receive asks first: true when the call
 // certainly goes to the library untouched (switches off, no partner, nothing
 // to move, no device memory possible in this process, a type Veneer knows to
@@ -98,7 +108,8 @@ inline const datatypes::Layout* pack_layout(int64_t count, MPI_Datatype type, in
 [[gnu::always_inline]] inline bool p2p_passes(int count, MPI_Datatype type, int peer, bool nonblocking = false) {
   const Config& c = config();
   if (!takes_send(c) || peer == MPI_PROC_NULL || count <= 0) return true;
-  if (carries_device(c) && !kernels::device_memory_surely_absent()) return false;
+  if (device_memory_in_question(c)) [[unlikely]]
+    return false;
   if (!uses_packers(c)) return true;
   // Not seen on this thread yet: the full rules look it up. Else one compare
   // with the count below which this type certainly passes, worked out when
