@@ -60,13 +60,21 @@ struct FrontTable {
 extern thread_local constinit FrontTable* t_front [[gnu::tls_model("initial-exec")]];
 inline size_t set_of(uint64_t key) { return 2 * ((key >> 4 ^ key >> 13 ^ key) & (kFrontSets - 1)); }
 // This thread's valid front entry for key, or null.
+// The first way holds its set's most recent fill (front_fill), so when its
+// key matches, an entry for the same key in the second way is older still:
+// only the first is asked. The common case, a hit in the first way, is the
+// straight path.
 [[gnu::always_inline]] inline const Front* front_hit(uint64_t key, uint64_t epoch) {
   FrontTable* t = t_front;
-  if (!t) return nullptr;
+  if (!t) [[unlikely]]
+    return nullptr;
   const size_t i = set_of(key);
-  if (t->slots[i].key == key && t->slots[i].epoch == epoch) return &t->slots[i];
-  if (t->slots[i + 1].key == key && t->slots[i + 1].epoch == epoch) return &t->slots[i + 1];
-  return nullptr;
+  const Front* f = &t->slots[i];
+  if (f->key != key) [[unlikely]] {
+    f = &t->slots[i + 1];
+    if (f->key != key) return nullptr;
+  }
+  return f->epoch == epoch ? f : nullptr;
 }
 // The layout of a valid entry of this thread's front.
 [[gnu::always_inline]] inline const std::shared_ptr<const Layout>& layout_of(const Front* f) {

@@ -117,7 +117,8 @@ inline const datatypes::Layout* pack_layout(int64_t count, MPI_Datatype type, in
   // threshold, where the library's own copy loop is as fast, or a message
   // below the smallest taken over; see p2p_layout and datatypes::detail::Front).
   const datatypes::detail::Front* seen = datatypes::front_entry(type);
-  if (!seen) return false;
+  if (!seen) [[unlikely]]
+    return false;
   return count < seen->pass_below[nonblocking ? 1 : 0];
 }
 
