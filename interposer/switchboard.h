@@ -107,10 +107,15 @@ inline const datatypes::Layout* pack_layout(int64_t count, MPI_Datatype type, in
 // `nonblocking`: Isend, Irecv and their kin (Config::p2p_nonblocking_min_bytes).
 [[gnu::always_inline]] inline bool p2p_passes(int count, MPI_Datatype type, int peer, bool nonblocking = false) {
   const Config& c = config();
-  if (!takes_send(c) || peer == MPI_PROC_NULL || count <= 0) return true;
-  if (device_memory_in_question(c)) [[unlikely]]
-    return false;
-  if (!uses_packers(c)) return true;
+  if (peer == MPI_PROC_NULL || count <= 0) return true;
+  // Sends taken but not packed (VENEER_DATATYPES=0): only device data is carried.
+  if (!c.p2p_packs) [[unlikely]]
+    return !takes_send(c) || !device_memory_in_question(c);
+  // (p2p_packs holds only with VENEER_DISABLE unset: carries_device() is the device switch.)
+  if (c.device) [[likely]] {
+    if (!__builtin_expect(kernels::device_memory_surely_absent(), 1)) [[unlikely]]
+      return false;
+  }
   // Not seen on this thread yet: the full rules look it up. Else one compare
   // with the count below which this type certainly passes, worked out when
   // the entry was filled (a contiguous type, a mean block above the
