@@ -630,7 +630,7 @@ int main(int argc, char** argv) {
   profile.created = topo::utc_timestamp();
   profile.machine = topo::machine().summary();
   const bool pinned = bench::all_ranks_pinned();
-  const std::string placement = bench::placement_warning(h->oversubscribed);
+  const std::string placement = bench::placement_warning(h->oversubscribed, pinned);
   if (rank == 0) {
     std::printf("# veneer-calibrate: %s\n# machine: %s\n# fingerprint: %s (%s; %s; %s)\n# profile: %s\n",
                 h->describe().c_str(), profile.machine.c_str(), profile.fingerprint.digest().c_str(),

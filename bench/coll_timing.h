@@ -172,14 +172,13 @@ inline bool all_ranks_pinned() {
   return pinned != 0;
 }
 
-// A warning for rank 0 to print when oversubscribed ranks are not pinned:
+// A warning for rank 0 to print when oversubscribed ranks are not pinned
+// (`pinned`: all_ranks_pinned()):
 // the operating system then pairs them on the cores differently at every
 // launch, and the library's own collectives run up to 1.5x apart from one
 // launch to the next (a 4-rank 16 B allgather on 2 cores: 3.5 or 5.2 us), so
 // times taken in one launch do not carry over to another. Empty otherwise.
-// Collective over MPI_COMM_WORLD.
-inline std::string placement_warning(bool oversubscribed) {
-  const bool pinned = all_ranks_pinned();
+inline std::string placement_warning(bool oversubscribed, bool pinned) {
   if (pinned || !oversubscribed) return {};
   return "more ranks than cores and the ranks are not pinned: their times change from launch to launch "
          "(pin them, e.g. mpirun --bind-to core:overload-allowed; srun pins by default)";

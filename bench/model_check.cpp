@@ -745,7 +745,7 @@ int main(int argc, char** argv) {
   alg::collectives_init();
   const double started = bench::now();
   const veneer::topology::Hierarchy* world = veneer::topology::hierarchy(MPI_COMM_WORLD);
-  const std::string placement = bench::placement_warning(world && world->oversubscribed);
+  const std::string placement = bench::placement_warning(world && world->oversubscribed, bench::all_ranks_pinned());
   if (g_rank == 0) {
     std::printf("# veneer-model-check: %d ranks; %s\n", g_size, alg::profile_info().describe().c_str());
     if (!placement.empty()) std::printf("# warning: %s\n", placement.c_str());

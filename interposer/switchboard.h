@@ -94,9 +94,9 @@ inline const datatypes::Layout* pack_layout(int64_t count, MPI_Datatype type, in
 // "none". Laid out for the common case, the switch on and no device memory
 // possible, as the straight path (no taken branch).
 [[gnu::always_inline]] inline bool device_memory_in_question(const Config& c) {
-  if (!carries_device(c)) [[unlikely]]
-    return false;
-  return !__builtin_expect(kernels::device_memory_surely_absent(), 1);
+  if (carries_device(c)) [[likely]]
+    return !__builtin_expect(kernels::device_memory_surely_absent(), 1);
+  return false;
 }
 
 // The quick answer every send and receive asks first: true when the call
@@ -111,11 +111,8 @@ inline const datatypes::Layout* pack_layout(int64_t count, MPI_Datatype type, in
   // Sends taken but not packed (VENEER_DATATYPES=0): only device data is carried.
   if (!c.p2p_packs) [[unlikely]]
     return !takes_send(c) || !device_memory_in_question(c);
-  // (p2p_packs holds only with VENEER_DISABLE unset: carries_device() is the device switch.)
-  if (c.device) [[likely]] {
-    if (!__builtin_expect(kernels::device_memory_surely_absent(), 1)) [[unlikely]]
-      return false;
-  }
+  if (device_memory_in_question(c)) [[unlikely]]
+    return false;
   // Not seen on this thread yet: the full rules look it up. Else one compare
   // with the count below which this type certainly passes, worked out when
   // the entry was filled (a contiguous type, a mean block above the
