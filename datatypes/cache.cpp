@@ -12,8 +12,14 @@
 #include "support/log.h"
 
 namespace veneer::datatypes {
+namespace {
+// Every thread's front until its first fill: no entry is valid (epoch 0), and
+// nothing ever writes it.
+constinit detail::FrontTable g_no_front{};
+}  // namespace
+
 namespace detail {
-constinit thread_local FrontTable* t_front [[gnu::tls_model("initial-exec")]] = nullptr;
+constinit thread_local FrontTable* t_front [[gnu::tls_model("initial-exec")]] = &g_no_front;
 }  // namespace detail
 
 namespace {
@@ -47,11 +53,11 @@ using detail::t_front;
 
 struct FrontOwner {
   std::unique_ptr<FrontTable> table;
-  ~FrontOwner() { t_front = nullptr; }
+  ~FrontOwner() { t_front = &g_no_front; }
 };
 
 FrontTable& front_table() {
-  if (!t_front) {
+  if (t_front == &g_no_front) {
     thread_local FrontOwner owner;
     owner.table = std::make_unique<FrontTable>();
     t_front = owner.table.get();
@@ -64,25 +70,10 @@ FrontTable& front_table() {
 // freed type's layout does not live on in a front that never meets its slot again.
 constexpr size_t kSweepPerFill = 16;
 
+std::atomic<PassRule> g_pass_rule{nullptr};
+
 // Stores a fresh entry as the most recent of its set (the other one is
 // kept if still valid, the older one dropped).
-// Fewer elements than this of a type of `size` bytes make fewer than `bytes`.
-int64_t count_below(int64_t bytes, int64_t size) {
-  if (bytes <= 0) return 0;
-  return bytes / size + (bytes % size != 0 ? 1 : 0);
-}
-
-// The pass-through's thresholds for `layout` under the current configuration (Front::pass_below).
-void set_thresholds(Front& f, const Layout* layout) {
-  const Config& c = config();
-  if (!layout || layout->contiguous || layout->size <= 0 || layout->mean_block() > c.p2p_max_block) {
-    f.pass_below[0] = f.pass_below[1] = detail::kAlwaysPasses;
-    return;
-  }
-  f.pass_below[0] = count_below(c.p2p_min_bytes, layout->size);
-  f.pass_below[1] = count_below(c.p2p_nonblocking_min_bytes, layout->size);
-}
-
 void front_fill(uint64_t key, uint64_t epoch, std::shared_ptr<const Layout> layout) {
   FrontTable& t = front_table();
   for (size_t k = 0; k < kSweepPerFill; ++k) {
@@ -101,7 +92,7 @@ void front_fill(uint64_t key, uint64_t epoch, std::shared_ptr<const Layout> layo
   Front fresh;
   fresh.key = key;
   fresh.epoch = epoch;
-  set_thresholds(fresh, layout.get());
+  if (PassRule rule = g_pass_rule.load(std::memory_order_acquire)) rule(layout.get(), fresh);
   t.slots[i] = fresh;
   t.layouts[i] = std::move(layout);
 }
@@ -141,6 +132,11 @@ std::shared_ptr<const Layout> build(MPI_Datatype type) {
 }  // namespace
 
 void set_freed_layout_hook(FreedLayoutHook hook) { g_freed_hook.store(hook, std::memory_order_release); }
+
+void set_pass_rule(PassRule rule) {
+  g_pass_rule.store(rule, std::memory_order_release);
+  g_cache_epoch.fetch_add(1, std::memory_order_release);  // entries filled under the old rule
+}
 
 void cache_init() {
   Cache& c = cache();

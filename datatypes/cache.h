@@ -33,22 +33,25 @@ namespace detail {
 // support/config.h) is unchanged: two-way set associative, big enough for an
 // application's working set of types (a halo code with a type per face and
 // field holds hundreds) so that lookups stay off the shared table.
-// Heap-allocated on a thread's first lookup and reached through one pointer
-// in static TLS (no call into the loader per lookup). Both entries of a set
-// share one cache line and hold what the pass-through asks of a type
-// (switchboard.h p2p_passes), so that a hit touches that line alone; the
-// layouts sit in an array beside them.
-inline constexpr int64_t kAlwaysPasses = std::numeric_limits<int64_t>::max();
+// Heap-allocated on a thread's first fill and reached through one pointer in
+// static TLS (no call into the loader per lookup); until then the pointer
+// names an empty table that never matches, so a lookup asks no null pointer.
+// Both entries of a set share one cache line and hold what the pass-through
+// asks of a type (interposer/switchboard.h p2p_passes), so that a hit
+// touches that line alone; the layouts sit in an array beside them.
+inline constexpr int32_t kAlwaysPasses = std::numeric_limits<int32_t>::max();
 struct Front {
   uint64_t key = 0;
-  uint64_t epoch = 0;
-  // A send or receive of fewer than pass_below[nonblocking] elements of this
-  // type certainly goes to the library under the configuration of this
-  // epoch: kAlwaysPasses for a type with no layout, a contiguous one, nothing
-  // to move, or a mean block above VENEER_P2P_MAX_BLOCK; else the count that
-  // first reaches the smallest message taken over (Config::p2p_min_bytes, and
-  // p2p_nonblocking_min_bytes for Isend, Irecv and their kin).
-  int64_t pass_below[2] = {kAlwaysPasses, kAlwaysPasses};
+  uint64_t epoch = 0;  // 0: never valid (the epoch starts at 1)
+  // The pass-through's rule for this type, worked out when the entry was
+  // filled by the rule the interposer set (set_pass_rule) under the
+  // configuration and device state of this epoch: a send or receive of fewer
+  // than pass_below[nonblocking] elements certainly goes to the library
+  // (kAlwaysPasses: any count; 0: none is known to without the full rules).
+  int32_t pass_below[2] = {0, 0};
+  // Passes are counted (the end-of-run report is on): the caller takes its
+  // out-of-line path for each.
+  uint8_t noted = 0;
 };
 static_assert(sizeof(Front) == 32, "two entries per cache line");
 inline constexpr size_t kFrontSets = 2048;
@@ -58,7 +61,17 @@ struct FrontTable {
   size_t sweep = 0;  // where the next fill starts releasing stale entries
 };
 extern thread_local constinit FrontTable* t_front [[gnu::tls_model("initial-exec")]];
-inline size_t set_of(uint64_t key) { return 2 * ((key >> 4 ^ key >> 13 ^ key) & (kFrontSets - 1)); }
+// The first slot of key's set. Nearby handles go to nearby sets, so that a
+// working set of types made one after another spans few pages: Open MPI's
+// handles are the addresses of its type objects (several hundred bytes each),
+// MPICH's are indices with the kind in the high bits.
+inline size_t set_of(uint64_t key) {
+#ifdef OPEN_MPI
+  return 2 * ((key >> 9) & (kFrontSets - 1));
+#else
+  return 2 * ((key ^ key >> 12) & (kFrontSets - 1));
+#endif
+}
 // This thread's valid front entry for key, or null.
 // The first way holds its set's most recent fill (front_fill), so when its
 // key matches, an entry for the same key in the second way is older still:
@@ -66,8 +79,6 @@ inline size_t set_of(uint64_t key) { return 2 * ((key >> 4 ^ key >> 13 ^ key) & 
 // straight path.
 [[gnu::always_inline]] inline const Front* front_hit(uint64_t key, uint64_t epoch) {
   FrontTable* t = t_front;
-  if (!t) [[unlikely]]
-    return nullptr;
   const size_t i = set_of(key);
   const Front* f = &t->slots[i];
   if (f->key != key) [[unlikely]] {
@@ -84,11 +95,27 @@ inline size_t set_of(uint64_t key) { return 2 * ((key >> 4 ^ key >> 13 ^ key) & 
 const Layout* peek_slow(MPI_Datatype type);
 }  // namespace detail
 
+// Works out a front entry's pass-through rule (pass_below, budget, noted) for
+// `layout` (null: a type Veneer does not describe) when the entry is filled.
+// Set once by the interposer before MPI traffic; without one, nothing is
+// known to pass (pass_below 0).
+using PassRule = void (*)(const Layout* layout, detail::Front& entry);
+void set_pass_rule(PassRule rule);
+
 // This thread's front entry for `type` alone, for the quickest checks, or
 // null when the front does not know the type (ask peek(), which fills it;
 // MPI_DATATYPE_NULL is never in the front).
-[[gnu::always_inline]] inline const detail::Front* front_entry(MPI_Datatype type) {
-  return detail::front_hit(handle_key(type), g_cache_epoch.load(std::memory_order_acquire));
+// The epoch is read relaxed: a hit reads only this thread's own entry, so
+// the load may be scheduled where it costs least (an entry of the previous
+// epoch read meanwhile is what a call made a moment earlier would have used).
+[[gnu::always_inline]] inline const detail::Front* front_entry(detail::FrontTable* t, MPI_Datatype type) {
+  const uint64_t key = handle_key(type);
+  const detail::Front* f = &t->slots[detail::set_of(key)];
+  if (f->key != key) [[unlikely]] {
+    ++f;
+    if (f->key != key) return nullptr;
+  }
+  return f->epoch == g_cache_epoch.load(std::memory_order_relaxed) ? f : nullptr;
 }
 
 // This thread's front alone, for the quickest checks: true with *layout set

@@ -12,8 +12,10 @@
 #include <dlfcn.h>
 
 #include <atomic>
+#include <cstdint>
 
 #include "kernels/memory_kind.h"
+#include "support/config.h"
 
 namespace {
 std::atomic<unsigned char> g_loaded{1};
@@ -24,6 +26,7 @@ extern "C" {
 [[gnu::visibility("hidden")]] void* veneer_next_dlopen = nullptr;
 [[gnu::visibility("hidden")]] unsigned char* veneer_loaded_flag = nullptr;
 [[gnu::visibility("hidden")]] unsigned char* veneer_quiet_flag = nullptr;
+[[gnu::visibility("hidden")]] uint64_t* veneer_quiet_epoch = nullptr;
 
 // The next dlopen (libc's), for a dlopen that arrives before the constructor below ran.
 [[gnu::visibility("hidden")]] void* veneer_resolve_dlopen() {
@@ -32,11 +35,24 @@ extern "C" {
 }
 }
 
+namespace {
+// The type cache's per-thread send rules are worked out with the
+// pass-through's device byte (interposer/switchboard.h fill_pass_rule): every
+// change of the byte makes them stale.
+struct QuietEpoch {
+  QuietEpoch() { veneer::kernels::detail::g_quiet_epoch.store(&veneer::g_cache_epoch, std::memory_order_release); }
+} quiet_epoch;
+}  // namespace
+
 #if defined(__x86_64__) && defined(__ELF__)
 static_assert(sizeof(std::atomic<unsigned char>) == 1, "the flag is stored as one byte");
+static_assert(sizeof(std::atomic<uint64_t>) == 8 && std::atomic<uint64_t>::is_always_lock_free,
+              "the epoch is bumped as one locked quadword");
 // dlopen(file, mode): raise the flag, lower the pass-through's byte (in that
-// order: kernels/memory_kind.cpp relies on it), then jump to the next dlopen
-// with the arguments (rdi, rsi) and the caller's return address untouched.
+// order: kernels/memory_kind.cpp relies on it) and bump the type cache's
+// epoch (the per-thread send rules were worked out with the byte up), then
+// jump to the next dlopen with the arguments (rdi, rsi) and the caller's
+// return address untouched.
 asm(R"(
         .text
         .globl  dlopen
@@ -49,6 +65,8 @@ dlopen:
         movb    $1, (%rax)
         movq    veneer_quiet_flag(%rip), %rax
         movb    $0, (%rax)
+        movq    veneer_quiet_epoch(%rip), %rax
+        lock incq (%rax)
 1:      movq    veneer_next_dlopen(%rip), %rax
         testq   %rax, %rax
         jz      2f
@@ -76,6 +94,7 @@ struct WatchAtLoad {
   WatchAtLoad() {
     veneer_resolve_dlopen();
     if (!veneer_next_dlopen) return;  // no dlopen behind ours: nothing is watched
+    veneer_quiet_epoch = reinterpret_cast<uint64_t*>(&veneer::g_cache_epoch);
     std::atomic<unsigned char>* quiet =
         veneer::kernels::watch_loads(&g_loaded, reinterpret_cast<veneer::kernels::DlopenFn>(veneer_next_dlopen));
     veneer_quiet_flag = reinterpret_cast<unsigned char*>(quiet);

@@ -13,7 +13,10 @@
 
 #include <mpi.h>
 
+#include <algorithm>
 #include <climits>
+#include <cstdint>
+#include <limits>
 #include <memory>
 #include <type_traits>
 #include <utility>
@@ -23,6 +26,7 @@
 #include "interposer/forward.h"
 #include "interposer/requests.h"
 #include "interposer/switchboard.h"
+#include "kernels/memory_kind.h"
 #include "support/counters.h"
 #include "support/log.h"
 #include "support/staging.h"
@@ -167,6 +171,43 @@ int finish(Incoming& in, const MPI_Status& st, int rc) {
   return MPI_ERR_INTERN;
 }
 
+namespace {
+// Fewer elements than this of a type of `size` bytes make fewer than `bytes`
+// (at most kAlwaysPasses).
+int32_t count_below(int64_t bytes, int64_t size) {
+  if (bytes <= 0) return 0;
+  const int64_t n = bytes / size + (bytes % size != 0 ? 1 : 0);
+  return static_cast<int32_t>(std::min<int64_t>(n, datatypes::detail::kAlwaysPasses));
+}
+}  // namespace
+
+void fill_pass_rule(const datatypes::Layout* layout, datatypes::detail::Front& entry) {
+  using datatypes::detail::kAlwaysPasses;
+  const Config& c = config();
+  // Device memory possible (the device byte down): every call is asked in full.
+  const bool device = carries_device(c) && kernels::detail::g_quiet.load(std::memory_order_acquire) == 0;
+  int32_t below[2] = {0, 0};
+  if (!takes_send(c) || (!device && !uses_packers(c))) {
+    below[0] = below[1] = kAlwaysPasses;  // nothing of it would be taken
+  } else if (!device) {
+    if (!layout || layout->contiguous || layout->size <= 0 || layout->mean_block() > c.p2p_max_block) {
+      below[0] = below[1] = kAlwaysPasses;
+    } else {
+      below[0] = count_below(c.p2p_min_bytes, layout->size);
+      below[1] = count_below(c.p2p_nonblocking_min_bytes, layout->size);
+    }
+  }
+  entry.pass_below[0] = below[0];
+  entry.pass_below[1] = below[1];
+  entry.noted = c.report != 0 ? 1 : 0;
+}
+
+namespace {
+struct PassRuleAtLoad {
+  PassRuleAtLoad() { datatypes::set_pass_rule(fill_pass_rule); }
+} pass_rule_at_load;
+}  // namespace
+
 }  // namespace veneer
 
 using namespace veneer;
@@ -203,10 +244,7 @@ int receive(Incoming& in, MPI_Status* status, Call call) {
 }
 
 int blocking_send(SendFn fn, const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm) {
-  if (p2p_passes(count, type, dest)) {
-    counters().add(Counter::send_passed);
-    return fn(buf, count, type, dest, tag, comm);
-  }
+  if (p2p_passes(count, type, dest, false, Counter::send_passed)) return fn(buf, count, type, dest, tag, comm);
   const Outgoing out = outgoing(buf, count, type, dest, comm);
   return fn(out.buf, out.count, out.type, dest, tag, comm);
 }
@@ -225,8 +263,11 @@ Incoming side_of(void* buf, int count, MPI_Datatype type, int peer, MPI_Comm com
 template <class Buf, class Fn>
 int nonblocking(Fn fn, Buf* buf, int count, MPI_Datatype type, int peer, int tag, MPI_Comm comm, MPI_Request* request,
                 Routes routes = Routes::nonblocking) {
-  if (p2p_passes(count, type, peer, routes == Routes::nonblocking) || !request) {
-    counters().add(std::is_const_v<Buf> ? Counter::send_passed : Counter::recv_passed);
+  constexpr Counter passed = std::is_const_v<Buf> ? Counter::send_passed : Counter::recv_passed;
+  if (p2p_passes(count, type, peer, routes == Routes::nonblocking, passed))
+    return fn(buf, count, type, peer, tag, comm, request);
+  if (!request) {
+    counters().add(passed);
     return fn(buf, count, type, peer, tag, comm, request);
   }
   auto side = side_of(buf, count, type, peer, comm, routes);
@@ -236,7 +277,9 @@ int nonblocking(Fn fn, Buf* buf, int count, MPI_Datatype type, int peer, int tag
 }
 
 // Out of line with the entry point's own arguments, so the entry point jumps here without a frame.
+// Each asks the whole of p2p_passes again (counting, recheck, no partner).
 [[gnu::noinline]] int send_slow(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm) {
+  if (p2p_passes(count, type, dest, false, Counter::send_passed)) return next::Send(buf, count, type, dest, tag, comm);
   const Outgoing out = outgoing(buf, count, type, dest, comm);
   return next::Send(out.buf, out.count, out.type, dest, tag, comm);
 }
@@ -247,6 +290,8 @@ int nonblocking(Fn fn, Buf* buf, int count, MPI_Datatype type, int peer, int tag
 
 [[gnu::noinline]] int recv_slow(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm,
                                 MPI_Status* status) {
+  if (p2p_passes(count, type, source, false, Counter::recv_passed))
+    return next::Recv(buf, count, type, source, tag, comm, status);
   Incoming in = incoming(buf, count, type, source, comm);
   if (in.route == Route::pass) return next::Recv(buf, count, type, source, tag, comm, status);
   return receive(in, status,
@@ -259,15 +304,14 @@ int nonblocking(Fn fn, Buf* buf, int count, MPI_Datatype type, int peer, int tag
 }
 
 // The entry points of MPI_Send, Isend, Recv and Irecv: the common
-// pass-through in a few instructions without a stack frame (always inlined,
-// `library` read only on that branch), the rest out of line in `slow`.
-template <Counter passed, bool nonblocking, class Library, class Slow, class Buf, class... Rest>
+// pass-through (p2p_plainly_passes) in a few instructions without a stack
+// frame (always inlined, `library` read only on that branch), the rest out
+// of line in `slow`, which asks p2p_passes in full.
+template <bool nonblocking, class Library, class Slow, class Buf, class... Rest>
 [[gnu::always_inline]] inline int quick(const Library& library, Slow slow, Buf* buf, int count, MPI_Datatype type,
                                         int peer, int tag, MPI_Comm comm, Rest... rest) {
-  if (p2p_passes(count, type, peer, nonblocking)) {
-    counters().add(passed);
+  if (p2p_plainly_passes(count, type, nonblocking)) [[likely]]
     return library(buf, count, type, peer, tag, comm, rest...);
-  }
   return slow(buf, count, type, peer, tag, comm, rest...);
 }
 
@@ -283,7 +327,7 @@ int sendrecv_staged(const Outgoing& out, int dest, int sendtag, Incoming& in, in
 }  // namespace
 
 extern "C" int MPI_Send(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm) {
-  return quick<Counter::send_passed, false>(next::Send, send_slow, buf, count, type, dest, tag, comm);
+  return quick<false>(next::Send, send_slow, buf, count, type, dest, tag, comm);
 }
 extern "C" int MPI_Ssend(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm) {
   return blocking_send(next::Ssend, buf, count, type, dest, tag, comm);
@@ -296,7 +340,7 @@ extern "C" int MPI_Bsend(const void* buf, int count, MPI_Datatype type, int dest
 }
 extern "C" int MPI_Isend(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
                          MPI_Request* request) {
-  return quick<Counter::send_passed, true>(next::Isend, isend_slow, buf, count, type, dest, tag, comm, request);
+  return quick<true>(next::Isend, isend_slow, buf, count, type, dest, tag, comm, request);
 }
 // The other nonblocking sends, and (below) the persistent ones: one body each.
 #define VENEER_NONBLOCKING_SEND(Name, routes)                                                                \
@@ -310,12 +354,12 @@ VENEER_NONBLOCKING_SEND(Irsend, Routes::nonblocking)
 
 extern "C" int MPI_Recv(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm,
                         MPI_Status* status) {
-  return quick<Counter::recv_passed, false>(next::Recv, recv_slow, buf, count, type, source, tag, comm, status);
+  return quick<false>(next::Recv, recv_slow, buf, count, type, source, tag, comm, status);
 }
 
 extern "C" int MPI_Irecv(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm,
                          MPI_Request* request) {
-  return quick<Counter::recv_passed, true>(next::Irecv, irecv_slow, buf, count, type, source, tag, comm, request);
+  return quick<true>(next::Irecv, irecv_slow, buf, count, type, source, tag, comm, request);
 }
 
 // Matched receives (after MPI_Mprobe/MPI_Improbe): the message is already

@@ -11,6 +11,7 @@
 #include "kernels/device_runtime.h"
 #include "support/address.h"
 #include "support/config.h"
+#include "support/counters.h"
 #include "topology/peer_level.h"
 
 namespace veneer {
@@ -99,29 +100,42 @@ inline const datatypes::Layout* pack_layout(int64_t count, MPI_Datatype type, in
   return false;
 }
 
+// The pass-through's rule for a type, worked out once per type, thread and
+// epoch when the type cache's front entry is filled (datatypes::set_pass_rule;
+// interposer/p2p.cpp registers it): the switches, the device state and the
+// smallest message taken over (a contiguous type, one Veneer does not
+// describe, nothing to move or a mean block above VENEER_P2P_MAX_BLOCK always
+// passes; see p2p_layout). Every change of the device byte bumps the epoch
+// (kernels/memory_kind.h); objects loaded behind dlopen's back are found by
+// the periodic check of the other paths (a taken send, a collective, a pack)
+// and by the next epoch: until then a call passed under this rule goes to
+// the library as it would without Veneer.
+void fill_pass_rule(const datatypes::Layout* layout, datatypes::detail::Front& entry);
+
+// The common case of the pass-through alone, for the entry points of
+// MPI_Send, Isend, Recv and Irecv (interposer/p2p.cpp quick): a type this
+// thread has seen in this epoch, a count below its entry's threshold, and
+// no report to count it for. A few loads and compares with no taken branch
+// and no store (a store to each entry's line cost a halo exchange's 52
+// passed calls 0.5%). False: ask p2p_passes.
+[[gnu::always_inline]] inline bool p2p_plainly_passes(int count, MPI_Datatype type, bool nonblocking) {
+  const datatypes::detail::Front* seen = datatypes::front_entry(datatypes::detail::t_front, type);
+  return seen && count < seen->pass_below[nonblocking ? 1 : 0] && !seen->noted;
+}
+
 // The quick answer every send and receive asks first: true when the call
-// certainly goes to the library untouched (switches off, no partner, nothing
-// to move, no device memory possible in this process, a type Veneer knows to
-// be contiguous or does not know). A few loads on the pass-through path;
-// false sends the call through the full rules below.
+// certainly goes to the library untouched (and it is counted as `passed`);
+// false sends it through the full rules below.
 // `nonblocking`: Isend, Irecv and their kin (Config::p2p_nonblocking_min_bytes).
-[[gnu::always_inline]] inline bool p2p_passes(int count, MPI_Datatype type, int peer, bool nonblocking = false) {
-  const Config& c = config();
-  if (peer == MPI_PROC_NULL || count <= 0) return true;
-  // Sends taken but not packed (VENEER_DATATYPES=0): only device data is carried.
-  if (!c.p2p_packs) [[unlikely]]
-    return !takes_send(c) || !device_memory_in_question(c);
-  if (device_memory_in_question(c)) [[unlikely]]
-    return false;
-  // Not seen on this thread yet: the full rules look it up. Else one compare
-  // with the count below which this type certainly passes, worked out when
-  // the entry was filled (a contiguous type, a mean block above the
-  // threshold, where the library's own copy loop is as fast, or a message
-  // below the smallest taken over; see p2p_layout and datatypes::detail::Front).
-  const datatypes::detail::Front* seen = datatypes::front_entry(type);
-  if (!seen) [[unlikely]]
-    return false;
-  return count < seen->pass_below[nonblocking ? 1 : 0];
+[[gnu::always_inline]] inline bool p2p_passes(int count, MPI_Datatype type, int peer, bool nonblocking,
+                                              Counter passed) {
+  const datatypes::detail::Front* seen = datatypes::front_entry(datatypes::detail::t_front, type);
+  // The rule of the type's entry; else no partner or nothing to move.
+  if ((seen && count < seen->pass_below[nonblocking ? 1 : 0]) || peer == MPI_PROC_NULL || count <= 0) {
+    counters().add(passed);
+    return true;
+  }
+  return false;
 }
 
 // The layout to pack `count` instances of `type` with for a send or receive

@@ -28,7 +28,7 @@ void install_device_runtime(DeviceRuntime* runtime) {
   // Pooled buffers belong to the runtime that made them, which may be about
   // to go away: give them back first.
   detail::g_runtime_installed.store(runtime != nullptr, std::memory_order_release);
-  if (runtime) detail::g_quiet.store(0, std::memory_order_seq_cst);
+  if (runtime) detail::set_quiet(0);
   if (detail::g_installed.exchange(runtime, std::memory_order_acq_rel) != runtime) release_pools();
 }
 

@@ -69,6 +69,7 @@ GetAttributes ask_loader() {
   }
   get_attributes.store(f, std::memory_order_release);
   detail::g_driver_found.store(true, std::memory_order_release);
+  detail::set_quiet(0);  // found behind dlopen's back (a dlopen lowered it already)
   return f;
 }
 
@@ -88,8 +89,8 @@ GetAttributes driver() {
     // the next dlopen lowers it. Raised, then the flag read: a dlopen since
     // the flag was lowered (it raises the flag, then lowers this byte) either
     // shows in the flag here or lowers the byte after this store.
-    detail::g_quiet.store(1, std::memory_order_seq_cst);
-    if (flag->load(std::memory_order_seq_cst) != 0) detail::g_quiet.store(0, std::memory_order_relaxed);
+    detail::set_quiet(1);
+    if (flag->load(std::memory_order_seq_cst) != 0) detail::set_quiet(0);
   }
   return f;
 }
@@ -101,6 +102,12 @@ std::atomic<bool> g_driver_found{false};
 std::atomic<std::atomic<unsigned char>*> g_loaded_flag{nullptr};
 std::atomic<bool> g_driver_missing{false};
 std::atomic<unsigned char> g_quiet{0};
+std::atomic<std::atomic<uint64_t>*> g_quiet_epoch{nullptr};
+void set_quiet(unsigned char value) {
+  if (g_quiet.exchange(value, std::memory_order_seq_cst) == value) return;
+  if (std::atomic<uint64_t>* epoch = g_quiet_epoch.load(std::memory_order_acquire))
+    epoch->fetch_add(1, std::memory_order_seq_cst);
+}
 std::atomic<bool> g_runtime_installed{false};
 constinit thread_local int t_calls_until_recheck [[gnu::tls_model("initial-exec")]] = 0;
 bool cuda_driver_loaded_slow() { return driver() != nullptr; }
@@ -109,7 +116,7 @@ bool cuda_driver_loaded_slow() { return driver() != nullptr; }
 std::atomic<unsigned char>* watch_loads(std::atomic<unsigned char>* loaded_flag, DlopenFn next_dlopen) {
   g_unwatched_dlopen.store(next_dlopen, std::memory_order_relaxed);
   if (loaded_flag) loaded_flag->store(1, std::memory_order_relaxed);  // first call asks the loader
-  detail::g_quiet.store(0, std::memory_order_relaxed);
+  detail::set_quiet(0);
   detail::g_loaded_flag.store(loaded_flag, std::memory_order_release);
   return &detail::g_quiet;
 }

@@ -11,6 +11,7 @@
 // with or without the CUDA kernels, so that even a build without CUDA sees
 // device buffers and passes them through.
 #include <atomic>
+#include <cstdint>
 
 namespace veneer::kernels {
 
@@ -36,6 +37,11 @@ extern std::atomic<bool> g_driver_missing;                      // asked, and it
 // nothing was dlopen'ed since, no runtime installed). Raised by the slow
 // check; lowered by every dlopen (the watch) and by installing a runtime.
 extern std::atomic<unsigned char> g_quiet;
+// Bumped, when set, every time g_quiet changes (libveneer: the type cache's
+// epoch, whose per-thread entries hold the send rule worked out with it).
+extern std::atomic<std::atomic<uint64_t>*> g_quiet_epoch;
+// Stores `value` in g_quiet, bumping g_quiet_epoch if that changed it.
+void set_quiet(unsigned char value);
 extern std::atomic<bool> g_runtime_installed;  // install_device_runtime() holds a runtime
 extern thread_local constinit int t_calls_until_recheck [[gnu::tls_model("initial-exec")]];
 bool cuda_driver_loaded_slow();

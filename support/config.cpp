@@ -121,7 +121,6 @@ Config parse_config(const char* (*env)(const char*)) {
   c.device_chunk = size_or(env("VENEER_DEVICE_CHUNK"), c.device_chunk);
   if (c.device_chunk <= 0) c.device_chunk = int64_t{1} << 20;
   c.pinned_pool = size_or(env("VENEER_PINNED_POOL"), c.pinned_pool);
-  c.p2p_packs = c.enabled && c.p2p && c.datatypes;
   return c;
 }
 

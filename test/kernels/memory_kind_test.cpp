@@ -6,6 +6,8 @@
 #include <dlfcn.h>
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <cstdint>
 #include <cstdlib>
 #include <memory>
 #include <thread>
@@ -69,6 +71,30 @@ TEST(MemoryKind, DriverLoadedButNotInitialised) {
   EXPECT_TRUE(vk::cuda_driver_loaded());
   EXPECT_EQ(vk::memory_kind(&x), vk::MemoryKind::host);
   dlclose(driver);
+}
+
+// The pass-through's device byte: every change, and only a change, bumps the
+// registered epoch (libveneer's type cache folds the byte into each type's
+// cached send rule, so entries worked out with the old value must go stale).
+TEST(MemoryKind, QuietByteChangesBumpTheEpoch) {
+  std::atomic<uint64_t> epoch{7};
+  std::atomic<uint64_t>* before = vk::detail::g_quiet_epoch.exchange(&epoch);
+  const unsigned char was = vk::detail::g_quiet.load();
+  vk::detail::set_quiet(0);
+  const uint64_t start = epoch.load();
+  vk::detail::set_quiet(1);
+  EXPECT_EQ(epoch.load(), start + 1);
+  EXPECT_EQ(vk::detail::g_quiet.load(), 1);
+  vk::detail::set_quiet(1);  // no change: no bump
+  EXPECT_EQ(epoch.load(), start + 1);
+  vk::detail::set_quiet(0);
+  EXPECT_EQ(epoch.load(), start + 2);
+  EXPECT_EQ(vk::detail::g_quiet.load(), 0);
+  vk::detail::g_quiet_epoch.store(nullptr);
+  vk::detail::set_quiet(1);  // nothing registered: the byte alone
+  EXPECT_EQ(epoch.load(), start + 2);
+  vk::detail::g_quiet_epoch.store(before);
+  vk::detail::g_quiet.store(was);
 }
 
 TEST(MemoryKind, Names) {

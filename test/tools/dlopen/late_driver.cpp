@@ -1,12 +1,18 @@
 // The quick "no device memory here" answer must turn false once the
 // application loads the CUDA driver, however late: dlopen raises Veneer's flag
-// (interposer/loader.cpp) and the next check asks the loader again.
+// (interposer/loader.cpp) and the next check asks the loader again. The same
+// dlopen moves the type cache's epoch on, so that the send rule each thread
+// keeps per type (worked out with "no device memory") is worked out again.
 #include <dlfcn.h>
 
+#include <cstdint>
 #include <cstdio>
 
+#include "datatypes/cache.h"
+#include "interposer/switchboard.h"
 #include "kernels/device_runtime.h"
 #include "kernels/memory_kind.h"
+#include "support/config.h"
 
 namespace k = veneer::kernels;
 
@@ -22,8 +28,18 @@ int main(int argc, char** argv) {
   expect(!k::cuda_driver_loaded(), "no driver at start");
   expect(k::cuda_driver_surely_absent(), "the quick answer knows it after one check");
   expect(k::device_memory_surely_absent(), "so no device memory");
+  namespace dt = veneer::datatypes::detail;
+  dt::Front rule;
+  veneer::fill_pass_rule(nullptr, rule);  // a type Veneer does not describe
+  expect(rule.pass_below[0] == dt::kAlwaysPasses && rule.pass_below[1] == dt::kAlwaysPasses,
+         "without device memory, a send of a type Veneer does not describe always passes");
+  const uint64_t epoch = veneer::g_cache_epoch.load();
   void* driver = dlopen(argv[1], RTLD_NOW | RTLD_GLOBAL);  // the fake libcuda.so.1, by path
   expect(driver != nullptr, "the fake driver loads");
+  expect(veneer::g_cache_epoch.load() > epoch, "the dlopen moved the type cache's epoch on");
+  veneer::fill_pass_rule(nullptr, rule);
+  expect(rule.pass_below[0] == 0 && rule.pass_below[1] == 0,
+         "with device memory possible, no send is passed without the full rules");
   expect(!k::cuda_driver_surely_absent(), "a dlopen makes the quick answer unsure");
   expect(k::cuda_driver_loaded(), "and the full check finds the driver");
   expect(!k::device_memory_surely_absent(), "device memory is possible from now on");
