@@ -372,6 +372,7 @@ void start() {
   g_cuda_aware.store(configured >= 0 ? configured : ask_library(), std::memory_order_relaxed);
   kernels::set_pool_limit(config().pinned_pool);
   datatypes::set_freed_layout_hook(&forget_packers);
+  settle_device_byte(config());
 }
 
 void stop() {

@@ -100,6 +100,17 @@ inline const datatypes::Layout* pack_layout(int64_t count, MPI_Datatype type, in
   return false;
 }
 
+// The device byte (kernels/memory_kind.h g_quiet) is down at start-up and
+// after every dlopen until someone asks whether device memory is possible;
+// while it is down, every type's send rule says "ask in full". Calls that
+// never ask (no partner, nothing to move) ask here, once: the answer raises
+// the byte when no device memory can be here, and the epoch moves on, so the
+// rules are worked out again with it. Also asked at MPI_Init (device::start).
+inline void settle_device_byte(const Config& c) {
+  if (carries_device(c) && kernels::detail::g_quiet.load(std::memory_order_relaxed) == 0) [[unlikely]]
+    (void)kernels::device_memory_possible();
+}
+
 // The pass-through's rule for a type, worked out once per type, thread and
 // epoch when the type cache's front entry is filled (datatypes::set_pass_rule;
 // interposer/p2p.cpp registers it): the switches, the device state and the
@@ -131,7 +142,12 @@ void fill_pass_rule(const datatypes::Layout* layout, datatypes::detail::Front& e
                                               Counter passed) {
   const datatypes::detail::Front* seen = datatypes::front_entry(datatypes::detail::t_front, type);
   // The rule of the type's entry; else no partner or nothing to move.
-  if ((seen && count < seen->pass_below[nonblocking ? 1 : 0]) || peer == MPI_PROC_NULL || count <= 0) {
+  if (seen && count < seen->pass_below[nonblocking ? 1 : 0]) {
+    counters().add(passed);
+    return true;
+  }
+  if (peer == MPI_PROC_NULL || count <= 0) {
+    settle_device_byte(config());
     counters().add(passed);
     return true;
   }
