@@ -16,7 +16,6 @@
 #include <algorithm>
 #include <climits>
 #include <cstdint>
-#include <limits>
 #include <memory>
 #include <type_traits>
 #include <utility>
