@@ -95,7 +95,7 @@ inline size_t set_of(uint64_t key) {
 const Layout* peek_slow(MPI_Datatype type);
 }  // namespace detail
 
-// Works out a front entry's pass-through rule (pass_below, budget, noted) for
+// Works out a front entry's pass-through rule (pass_below, noted) for
 // `layout` (null: a type Veneer does not describe) when the entry is filled.
 // Set once by the interposer before MPI traffic; without one, nothing is
 // known to pass (pass_below 0).

@@ -39,8 +39,13 @@ namespace {
 // The type cache's per-thread send rules are worked out with the
 // pass-through's device byte (interposer/switchboard.h fill_pass_rule): every
 // change of the byte makes them stale.
+// Registered here for both: the kernels layer's stores of the byte, and the
+// assembly's (below, read PC-relative).
 struct QuietEpoch {
-  QuietEpoch() { veneer::kernels::detail::g_quiet_epoch.store(&veneer::g_cache_epoch, std::memory_order_release); }
+  QuietEpoch() {
+    veneer_quiet_epoch = reinterpret_cast<uint64_t*>(&veneer::g_cache_epoch);
+    veneer::kernels::detail::g_quiet_epoch.store(&veneer::g_cache_epoch, std::memory_order_release);
+  }
 } quiet_epoch;
 }  // namespace
 
@@ -94,7 +99,6 @@ struct WatchAtLoad {
   WatchAtLoad() {
     veneer_resolve_dlopen();
     if (!veneer_next_dlopen) return;  // no dlopen behind ours: nothing is watched
-    veneer_quiet_epoch = reinterpret_cast<uint64_t*>(&veneer::g_cache_epoch);
     std::atomic<unsigned char>* quiet =
         veneer::kernels::watch_loads(&g_loaded, reinterpret_cast<veneer::kernels::DlopenFn>(veneer_next_dlopen));
     veneer_quiet_flag = reinterpret_cast<unsigned char*>(quiet);

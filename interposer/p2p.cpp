@@ -276,37 +276,19 @@ int nonblocking(Fn fn, Buf* buf, int count, MPI_Datatype type, int peer, int tag
 }
 
 // Out of line with the entry point's own arguments, so the entry point jumps here without a frame.
-// Each asks the whole of p2p_passes again (counting, no partner, nothing to
-// move), after the commonest of those: no partner (the boundary of a
-// non-periodic halo exchange, of any type and size), answered at once. The
-// type goes into this thread's front, so that the next such call of a type
-// that always passes (a contiguous one) is a plain pass.
-template <Counter passed, class Library, class Buf, class... Rest>
-[[gnu::always_inline]] inline int no_partner(const Library& library, Buf* buf, int count, MPI_Datatype type,
-                                             Rest... rest) {
-  settle_device_byte(config());
-  (void)datatypes::peek(type);
-  counters().add(passed);
-  return library(buf, count, type, rest...);
-}
-
+// Each asks the whole of p2p_passes (counting, no partner, nothing to move).
 [[gnu::noinline]] int send_slow(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm) {
-  if (dest == MPI_PROC_NULL) return no_partner<Counter::send_passed>(next::Send, buf, count, type, dest, tag, comm);
   if (p2p_passes(count, type, dest, false, Counter::send_passed)) return next::Send(buf, count, type, dest, tag, comm);
   const Outgoing out = outgoing(buf, count, type, dest, comm);
   return next::Send(out.buf, out.count, out.type, dest, tag, comm);
 }
 [[gnu::noinline]] int isend_slow(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
                                  MPI_Request* request) {
-  if (dest == MPI_PROC_NULL)
-    return no_partner<Counter::send_passed>(next::Isend, buf, count, type, dest, tag, comm, request);
   return nonblocking(next::Isend, buf, count, type, dest, tag, comm, request);
 }
 
 [[gnu::noinline]] int recv_slow(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm,
                                 MPI_Status* status) {
-  if (source == MPI_PROC_NULL)
-    return no_partner<Counter::recv_passed>(next::Recv, buf, count, type, source, tag, comm, status);
   if (p2p_passes(count, type, source, false, Counter::recv_passed))
     return next::Recv(buf, count, type, source, tag, comm, status);
   Incoming in = incoming(buf, count, type, source, comm);
@@ -317,8 +299,6 @@ template <Counter passed, class Library, class Buf, class... Rest>
 
 [[gnu::noinline]] int irecv_slow(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm,
                                  MPI_Request* request) {
-  if (source == MPI_PROC_NULL)
-    return no_partner<Counter::recv_passed>(next::Irecv, buf, count, type, source, tag, comm, request);
   return nonblocking(next::Irecv, buf, count, type, source, tag, comm, request);
 }
 

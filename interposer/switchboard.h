@@ -141,13 +141,17 @@ void fill_pass_rule(const datatypes::Layout* layout, datatypes::detail::Front& e
 [[gnu::always_inline]] inline bool p2p_passes(int count, MPI_Datatype type, int peer, bool nonblocking,
                                               Counter passed) {
   const datatypes::detail::Front* seen = datatypes::front_entry(datatypes::detail::t_front, type);
-  // The rule of the type's entry; else no partner or nothing to move.
+  // The rule of the type's entry; else no partner (the boundary of a
+  // non-periodic halo exchange, of any type and size) or nothing to move.
   if (seen && count < seen->pass_below[nonblocking ? 1 : 0]) {
     counters().add(passed);
     return true;
   }
   if (peer == MPI_PROC_NULL || count <= 0) {
     settle_device_byte(config());
+    // Into this thread's front, so that the next such call of a type that
+    // always passes (a contiguous one) is a plain pass.
+    if (!seen) (void)datatypes::peek(type);
     counters().add(passed);
     return true;
   }
