@@ -14,10 +14,15 @@
 //  - the local reduction rate (MPI_SUM of doubles, seconds per byte);
 //  - every collective with every algorithm eligible on this communicator and
 //    the library's own (PMPI), over a ladder of sizes, in interleaved batches
-//    (bench/coll_timing.h, as veneer-bench-coll): each rank's median over the
-//    repeats, the maximum over ranks, and the spread: how far that median may
-//    be off (relative standard error of a median, from the inter-quartile
-//    range of the repeats), the largest over ranks;
+//    (bench/coll_timing.h, as veneer-bench-coll): per repeat the slowest
+//    rank's batch time, their median over the repeats, and the spread: how
+//    far that median may be off (relative standard error of a median, from
+//    the inter-quartile range of the repeats).
+//    Collectives of 128 KiB and up are timed twice, with the heap keeping
+//    large freed blocks and with it handing them back to the system
+//    (topology::Timing::returned): a library that allocates a temporary per
+//    call is up to 7x slower in the second state, and a job's heap may be in
+//    either;
 //  - point-to-point take-over: for strided vectors (blocks of 1 B to 4 KiB,
 //    stride twice the block) at a few message sizes, the one-way ping-pong
 //    time of the library's typed send/receive against Veneer's way (pack,
@@ -29,6 +34,10 @@
 // Linked with the algorithms library directly, not libveneer: the library's
 // collectives are the plain MPI ones.
 #include <mpi.h>
+
+#if __has_include(<malloc.h>)
+#include <malloc.h>  // glibc's mallopt
+#endif
 
 #include <algorithm>
 #include <array>
@@ -548,6 +557,55 @@ void measure_p2p(const topo::Hierarchy& h, const Options& o, topo::Profile& prof
 
 // ---- Collectives ------------------------------------------------------------------------
 
+// Collectives from this size up are timed in both heap states. glibc maps
+// blocks of 128 KiB and more by default; below, a library's temporaries come
+// from the heap's free lists either way.
+constexpr int64_t kHeapStatesFrom = int64_t{128} << 10;
+
+// Puts glibc's heap into one of its two ways with large freed blocks:
+// keeping them (thresholds far above any temporary: freed memory is reused
+// and its pages stay mapped) or handing them back (glibc's fixed defaults,
+// 128 KiB: every large block is mapped on malloc and unmapped on free, as in
+// a job that set MALLOC_TRIM_THRESHOLD_ or whose heap history left the
+// adaptive thresholds low). Either setting turns glibc's adaptive thresholds
+// off for this process, which is the calibration's own. False where this is
+// not glibc (the state is then left as it is).
+bool use_heap(bool keep) {
+#if defined(M_MMAP_THRESHOLD) && defined(M_TRIM_THRESHOLD)
+  const int mmap_threshold = keep ? 32 << 20 : 128 << 10;  // 32 MiB: the largest glibc accepts
+  const int trim_threshold = keep ? 1 << 30 : 128 << 10;
+  return mallopt(M_MMAP_THRESHOLD, mmap_threshold) == 1 && mallopt(M_TRIM_THRESHOLD, trim_threshold) == 1;
+#else
+  (void)keep;
+  return false;
+#endif
+}
+
+// Each method's median and spread over the repetitions of the slowest
+// rank's batch time (per repetition, the maximum over MPI_COMM_WORLD), as
+// the model check times them. Every rank gets the same values. Before
+// session 10 each rank took its own median and spread and then the
+// maximum of each: a broadcast's root, which only sends and leaves early,
+// brought a spread of up to 175% of its own short median to a median that
+// was another rank's, and kept the library at sizes where the algorithm
+// was 1.3-1.7x faster.
+void medians_and_spreads(const std::vector<std::vector<double>>& samples, std::vector<double>& medians,
+                         std::vector<double>& spreads) {
+  std::vector<double> flat;
+  for (const auto& s : samples) flat.insert(flat.end(), s.begin(), s.end());
+  MPI_Allreduce(MPI_IN_PLACE, flat.data(), static_cast<int>(flat.size()), MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  medians.assign(samples.size(), 0);
+  spreads.assign(samples.size(), 0);
+  size_t at = 0;
+  for (size_t m = 0; m < samples.size(); ++m) {
+    const std::vector<double> slowest(flat.begin() + static_cast<std::ptrdiff_t>(at),
+                                      flat.begin() + static_cast<std::ptrdiff_t>(at + samples[m].size()));
+    at += samples[m].size();
+    medians[m] = bench::median_of(slowest);
+    spreads[m] = bench::relative_median_error(slowest);
+  }
+}
+
 void measure_collective(Collective c, const topo::Hierarchy& h, const Options& o, topo::Profile& profile,
                         int* failures) {
   const std::string cname(alg::collective_name(c));
@@ -565,14 +623,19 @@ void measure_collective(Collective c, const topo::Hierarchy& h, const Options& o
       ++*failures;
     }
     const int iterations = bench::batch_iterations(w, h, o.batch_seconds, 2000);
-    const auto samples = bench::time_methods(methods, w, h, iterations, o.repetitions);
-    std::vector<double> medians(methods.size()), spreads(methods.size());
-    for (size_t m = 0; m < methods.size(); ++m) {
-      medians[m] = bench::median_of(samples[m]);
-      spreads[m] = bench::relative_median_error(samples[m]);
+    // Both heap states for large messages, where every rank can set them (all
+    // ranks must time the same batches).
+    int can = w.bytes >= kHeapStatesFrom && use_heap(true) ? 1 : 0;
+    MPI_Allreduce(MPI_IN_PLACE, &can, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    const bool both = can != 0;
+    std::vector<double> medians, spreads, returned(methods.size(), 0.0), returned_spreads;
+    medians_and_spreads(bench::time_methods(methods, w, h, iterations, o.repetitions), medians, spreads);
+    if (both) {
+      use_heap(false);
+      medians_and_spreads(bench::time_methods(methods, w, h, iterations, o.repetitions), returned, returned_spreads);
+      use_heap(true);
+      for (size_t m = 0; m < methods.size(); ++m) spreads[m] = std::max(spreads[m], returned_spreads[m]);
     }
-    MPI_Allreduce(MPI_IN_PLACE, medians.data(), static_cast<int>(medians.size()), MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-    MPI_Allreduce(MPI_IN_PLACE, spreads.data(), static_cast<int>(spreads.size()), MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
     topo::CollectivePoint point;
     point.collective = cname;
     point.ranks = h.size;
@@ -584,14 +647,19 @@ void measure_collective(Collective c, const topo::Hierarchy& h, const Options& o
     size_t fastest = 0;
     for (size_t m = 0; m < methods.size(); ++m) {
       if (medians[m] <= 0) continue;
-      point.times.emplace_back(methods[m], topo::Timing{medians[m], spreads[m]});
-      if (medians[m] < medians[fastest]) fastest = m;
+      const topo::Timing t{medians[m], spreads[m], returned[m]};
+      point.times.emplace_back(methods[m], t);
+      if (t.worst() < topo::Timing{medians[fastest], 0, returned[fastest]}.worst()) fastest = m;
     }
     if (h.rank == 0) {
       std::printf("%-20s %9lld ", cname.c_str(), static_cast<long long>(w.bytes));
-      for (size_t m = 0; m < methods.size(); ++m)
-        std::printf(" %s %.1f%s", methods[m].c_str(), medians[m] * 1e6, m == fastest ? "*" : "");
-      std::printf("  (us, %d x %d calls)\n", o.repetitions, iterations);
+      for (size_t m = 0; m < methods.size(); ++m) {
+        std::printf(" %s %.1f", methods[m].c_str(), medians[m] * 1e6);
+        if (both) std::printf("/%.1f", returned[m] * 1e6);
+        std::printf("%s", m == fastest ? "*" : "");
+      }
+      std::printf("  (us%s, %d x %d calls)\n", both ? ": heap keeping/returning freed blocks" : "", o.repetitions,
+                  iterations);
       std::fflush(stdout);
     }
     profile.collectives.push_back(std::move(point));

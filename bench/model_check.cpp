@@ -192,7 +192,7 @@ bool all_ranks(bool ok) {
   return v != 0;
 }
 
-// Calls per batch so one batch lasts about `seconds`: `call` (the library's)
+// Calls per batch so one batch lasts about `seconds`: `call`
 // run 1, 4, 16, ... times, the quickest of three tries on the slowest rank,
 // until that takes a quarter of it. With oversubscribed ranks a single try
 // may be mostly the moment a rank waited for a core, which would make the
@@ -273,7 +273,8 @@ struct Row {
   std::string source;                // of predicted
   std::vector<std::string> choices;  // forced ones, in order
   std::vector<double> seconds;
-  int calls = 0;            // per timed batch
+  int calls = 0;            // per timed batch (the fewest, where choices differ)
+  int calls_most = 0;       // the most per timed batch; 0: as `calls`
   double same_seconds = 0;  // the automatic choice's own algorithm, forced (0: not among them)
   double ratio() const { return auto_seconds / best_seconds; }
 };
@@ -300,7 +301,8 @@ void print_row(const Row& r) {
   std::string all = "    forced:";
   for (size_t k = 0; k < r.choices.size(); ++k)
     all += " " + r.choices[k] + " " + us(r.seconds[k]) + (r.choices[k] == r.best_name ? "*" : "");
-  std::printf("%s  (%d calls per batch)\n", all.c_str(), r.calls);
+  if (r.calls_most > r.calls) std::printf("%s  (%d-%d calls per batch)\n", all.c_str(), r.calls, r.calls_most);
+  else std::printf("%s  (%d calls per batch)\n", all.c_str(), r.calls);
   std::fflush(stdout);
 }
 
@@ -315,6 +317,7 @@ void write_json(std::FILE* f, const Row& r) {
                  r.source.c_str(), r.predicted / r.auto_seconds);
   if (r.same_seconds > 0) std::fprintf(f, ",\"auto_forced_us\":%.4f", r.same_seconds * 1e6);
   std::fprintf(f, ",\"calls_per_batch\":%d", r.calls);
+  if (r.calls_most > r.calls) std::fprintf(f, ",\"calls_per_batch_most\":%d", r.calls_most);
   std::fprintf(f, ",\"forced_us\":{");
   for (size_t k = 0; k < r.choices.size(); ++k)
     std::fprintf(f, "%s\"%s\":%.4f", k ? "," : "", r.choices[k].c_str(), r.seconds[k] * 1e6);
@@ -433,8 +436,15 @@ std::optional<Row> check_collective(Collective c, int64_t target, MPI_Comm comm,
     r.source = std::string(alg::source_name(predicted.source));
   }
 
-  // Calls per batch from the library's time, then interleaved batches.
-  const int iterations = iterations_for([&] { call_collective(w.call, comm, false); }, o.batch_seconds, 20000);
+  // Calls per batch from each choice's own time, so that every batch lasts
+  // about as long: sized from the library's alone, a choice 5x faster than
+  // a slow library ran batches of two calls, and the same algorithm timed
+  // 1.2x apart under two names. Then interleaved batches.
+  std::vector<int> iterations(valid.size());
+  for (size_t m = 0; m < valid.size(); ++m) {
+    apply_collective(c, valid[m]);
+    iterations[m] = iterations_for([&] { call_collective(w.call, comm, true); }, o.batch_seconds, 20000);
+  }
   double t0 = 0;
   std::vector<std::vector<double>> samples(valid.size());
   for (int rep = 0; rep < o.repetitions; ++rep) {
@@ -443,12 +453,13 @@ std::optional<Row> check_collective(Collective c, int64_t target, MPI_Comm comm,
       call_collective(w.call, comm, true);  // decides (and warms)
       PMPI_Barrier(MPI_COMM_WORLD);
       t0 = bench::now();
-      for (int i = 0; i < iterations; ++i) call_collective(w.call, comm, true);
-      samples[m].push_back((bench::now() - t0) / iterations);
+      for (int i = 0; i < iterations[m]; ++i) call_collective(w.call, comm, true);
+      samples[m].push_back((bench::now() - t0) / iterations[m]);
     }
   }
   apply_collective(c, "auto");
-  r.calls = iterations;
+  r.calls = *std::min_element(iterations.begin(), iterations.end());
+  r.calls_most = *std::max_element(iterations.begin(), iterations.end());
   finish_row(r, valid, medians_over_ranks(std::move(samples)));
   return r;
 }

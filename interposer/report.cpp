@@ -79,7 +79,9 @@ void print_report() {
     const auto pool = staging_stats();
     std::fprintf(out, "  %-28s %14lld (limit %lld)\n", "staging bytes pooled",
                  static_cast<long long>(pool.pooled_bytes), static_cast<long long>(pool.limit));
-    std::fprintf(out, "  %-28s %14lld\n", "staging buffers reused", static_cast<long long>(pool.reused));
+    std::fprintf(out, "  %-28s %14lld (%lld allocated, %lld pushed out)\n", "staging buffers reused",
+                 static_cast<long long>(pool.reused), static_cast<long long>(pool.allocated),
+                 static_cast<long long>(pool.evicted));
     // What Veneer still holds at MPI_Finalize, before it lets go of it (rank 0's, or this rank's).
     const Footprint f = footprint();
     std::fprintf(out, "  %-28s %14lld (limit %lld each)\n", "pinned / device bytes pooled",

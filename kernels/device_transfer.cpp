@@ -174,7 +174,7 @@ PooledBuffer::PooledBuffer(DeviceRuntime& rt, Kind kind, size_t bytes) : rt_(&rt
 PooledBuffer::~PooledBuffer() {
   if (!data_) return;
   const Pool::Buffer b{{rt_, device_}, data_, capacity_};
-  if (!pools().of(kind_).keep(b)) release(kind_, b);
+  for (const Pool::Buffer& out : pools().of(kind_).keep(b)) release(kind_, out);
 }
 
 PooledBuffer& PooledBuffer::operator=(PooledBuffer&& other) noexcept {

@@ -7,8 +7,10 @@
 //
 // - best fit: a request takes the smallest kept buffer of its key that holds
 //   it without wasting more than half of itself;
-// - bounded: at most `max_buffers` buffers and `limit` bytes are kept; a
-//   buffer that would exceed either is refused (the owner frees it);
+// - bounded: at most `max_buffers` buffers and `limit` bytes are kept. A
+//   freed buffer that would pass either bound pushes the longest-kept ones
+//   out (the owner frees them): the pool follows the sizes a job asks for
+//   now. One that alone passes the byte limit is refused (the owner frees it);
 // - drain() hands every kept buffer back to the owner (MPI_Finalize, a
 //   runtime going away).
 #include <cstddef>
@@ -25,6 +27,7 @@ struct PoolUsage {
   int64_t pooled_buffers = 0;  // how many buffers that is
   int64_t reused = 0;          // requests served from the pool
   int64_t allocated = 0;       // requests the owner had to allocate for
+  int64_t evicted = 0;         // kept buffers pushed out by newer ones
   int64_t limit = 0;           // the byte limit
 };
 
@@ -57,8 +60,7 @@ class BestFitPool {
     }
     if (best == kept_.size()) return std::nullopt;
     Buffer found = kept_[best];
-    kept_[best] = kept_.back();
-    kept_.pop_back();
+    kept_.erase(kept_.begin() + static_cast<std::ptrdiff_t>(best));  // the rest stay in the order they came back
     bytes_ -= static_cast<int64_t>(found.capacity);
     ++reused_;
     return found;
@@ -70,14 +72,30 @@ class BestFitPool {
     ++allocated_;
   }
 
-  // Keeps a freed buffer for reuse; false when that would pass a bound and
-  // the owner must free it itself.
-  [[nodiscard]] bool keep(const Buffer& buffer) {
+  // Keeps a freed buffer for reuse. Returns the buffers the owner must free
+  // now: none; the longest-kept ones, pushed out to make room when the pool
+  // is full (a pool full of sizes no longer asked for would otherwise turn
+  // every new buffer away, and each call would allocate and free afresh:
+  // with glibc, map and fault in every page again); or `buffer` itself when
+  // it alone passes the byte limit.
+  [[nodiscard]] std::vector<Buffer> keep(const Buffer& buffer) {
+    std::vector<Buffer> out;
     std::lock_guard lock(mutex_);
-    if (kept_.size() >= max_buffers_ || bytes_ + static_cast<int64_t>(buffer.capacity) > limit_) return false;
+    const auto size = static_cast<int64_t>(buffer.capacity);
+    if (size > limit_ || max_buffers_ == 0) {
+      out.push_back(buffer);
+      return out;
+    }
+    size_t drop = 0;
+    int64_t bytes = bytes_;
+    while (drop < kept_.size() && (kept_.size() - drop >= max_buffers_ || bytes + size > limit_))
+      bytes -= static_cast<int64_t>(kept_[drop++].capacity);
+    out.assign(kept_.begin(), kept_.begin() + static_cast<std::ptrdiff_t>(drop));
+    kept_.erase(kept_.begin(), kept_.begin() + static_cast<std::ptrdiff_t>(drop));
+    evicted_ += static_cast<int64_t>(drop);
     kept_.push_back(buffer);
-    bytes_ += static_cast<int64_t>(buffer.capacity);
-    return true;
+    bytes_ = bytes + size;
+    return out;
   }
 
   // Every kept buffer, for the owner to free; the pool is empty after.
@@ -97,7 +115,7 @@ class BestFitPool {
 
   PoolUsage usage() const {
     std::lock_guard lock(mutex_);
-    return {bytes_, static_cast<int64_t>(kept_.size()), reused_, allocated_, limit_};
+    return {bytes_, static_cast<int64_t>(kept_.size()), reused_, allocated_, evicted_, limit_};
   }
 
  private:
@@ -105,7 +123,7 @@ class BestFitPool {
   std::vector<Buffer> kept_;
   const size_t max_buffers_;
   int64_t limit_;
-  int64_t bytes_ = 0, reused_ = 0, allocated_ = 0;
+  int64_t bytes_ = 0, reused_ = 0, allocated_ = 0, evicted_ = 0;
 };
 
 }  // namespace veneer

@@ -22,7 +22,8 @@ void give(char* data, size_t capacity) {
   if (capacity >= kPoolMin && static_cast<int64_t>(capacity) <= limit) {
     BestFitPool<>& p = pool();
     p.set_limit(limit);
-    if (p.keep({{}, data, capacity})) return;
+    for (const auto& out : p.keep({{}, data, capacity})) std::free(out.data);
+    return;
   }
   std::free(data);
 }

@@ -216,7 +216,8 @@ struct Reader {
       at.append(".times.").append(name);
       if (!t.is_object()) return fail(at, "expected an object"), std::nullopt;
       Timing timing;
-      if (!number(t, "median", at, timing.median, true, true) || !number(t, "spread", at, timing.spread, false))
+      if (!number(t, "median", at, timing.median, true, true) || !number(t, "spread", at, timing.spread, false) ||
+          !number(t, "returned", at, timing.returned, false))
         return std::nullopt;
       c.times.emplace_back(name, timing);
     }
@@ -248,6 +249,7 @@ json::Value timing_json(const Timing& t) {
   json::Value v = json::Value::object();
   v.set("median", t.median);
   v.set("spread", t.spread);
+  if (t.returned > 0) v.set("returned", t.returned);
   return v;
 }
 

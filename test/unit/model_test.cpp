@@ -303,6 +303,51 @@ TEST(Model, MeasuredWinnerReplacesTheLibrary) {
   EXPECT_EQ(name(alg::choose(one_node(4096), t, alg::default_cost_model())), "library");
 }
 
+// Large collectives are timed with the heap keeping and handing back large
+// freed blocks; a choice is scored by the slower state. Here the library
+// ties with pairwise while the heap keeps them and is 7x slower when it
+// hands them back (a temporary mapped per call, as Open MPI's 1 MiB
+// reduce_scatter_block measured); the other way round, the library stays.
+TEST(Model, ChoicesAreScoredByTheSlowerHeapState) {
+  auto profile = [](double library_returned, double pairwise_returned) {
+    topo::Profile p = two_level_wins();
+    topo::CollectivePoint pt = point("reduce_scatter_block", 1 << 20, {});
+    pt.times.emplace_back("library", topo::Timing{200e-6, 0.01, library_returned});
+    pt.times.emplace_back("pairwise", topo::Timing{204e-6, 0.01, pairwise_returned});
+    pt.times.emplace_back("recursive_halving", topo::Timing{280e-6, 0.01, 290e-6});
+    p.collectives.push_back(pt);
+    return p;
+  };
+  const alg::Shape s = one_node(1 << 20, Collective::reduce_scatter_block);
+  const alg::Tuning t = defaults();
+  const alg::Choice slow_library = alg::choose(s, t, alg::cost_model_from_profile(profile(1400e-6, 206e-6)));
+  EXPECT_EQ(name(slow_library), "pairwise") << alg::reason(slow_library, s);
+  EXPECT_EQ(slow_library.source, Source::measured);
+  EXPECT_DOUBLE_EQ(slow_library.library_seconds, 1400e-6);
+  EXPECT_DOUBLE_EQ(slow_library.predicted_seconds, 206e-6);
+  // Not measured in the second state (0): the median alone; a tie keeps the library.
+  EXPECT_EQ(name(alg::choose(s, t, alg::cost_model_from_profile(profile(0, 0)))), "library");
+  // Veneer's choice slower when the heap hands blocks back: the library stays.
+  EXPECT_EQ(name(alg::choose(s, t, alg::cost_model_from_profile(profile(210e-6, 900e-6)))), "library");
+  // The second median travels through the file; an older profile without it reads as 0.
+  const topo::Profile p = profile(1400e-6, 206e-6);
+  const topo::Fingerprint f = here();
+  const std::string text = topo::profile_text(p);
+  EXPECT_NE(text.find("\"returned\""), std::string::npos);
+  auto back = topo::profile_from_text(text, &f);
+  ASSERT_TRUE(back.profile) << back.why;
+  const topo::CollectivePoint& read = back.profile->collectives.back();
+  ASSERT_EQ(read.times.size(), 3u);
+  EXPECT_DOUBLE_EQ(read.times[0].second.returned, 1400e-6);
+  EXPECT_DOUBLE_EQ(read.times[0].second.worst(), 1400e-6);
+  EXPECT_EQ(topo::profile_text(*back.profile), text);
+  const std::string old = topo::profile_text(two_level_wins());
+  EXPECT_EQ(old.find("\"returned\""), std::string::npos);
+  auto old_back = topo::profile_from_text(old, &f);
+  ASSERT_TRUE(old_back.profile) << old_back.why;
+  EXPECT_EQ(old_back.profile->collectives[0].times[0].second.returned, 0);
+}
+
 TEST(Model, TheLibraryKeepsCallsWithinTheSpread) {
   auto profile_with = [](double fast, double spread_fast, double spread_library) {
     topo::Profile p;
