@@ -66,7 +66,10 @@ struct Contents {
 // each to its MPI-3 place; false if the arrays do not have the standard's shape.
 bool from_large(const std::vector<int>& in, const std::vector<MPI_Count>& large, Contents& c) {
   const size_t nc = large.size();
-  auto counts = [&](size_t from, size_t to) { return std::vector<int64_t>(large.begin() + from, large.begin() + to); };
+  auto counts = [&](size_t from, size_t to) {
+    return std::vector<int64_t>(large.begin() + static_cast<std::ptrdiff_t>(from),
+                                large.begin() + static_cast<std::ptrdiff_t>(to));
+  };
   // Combiners listing `n` blocks: their count comes first.
   const int64_t n = nc > 0 ? large[0] : -1;
   const bool listed = n >= 0 && static_cast<uint64_t>(n) <= nc;
