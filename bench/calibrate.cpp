@@ -581,31 +581,6 @@ bool use_heap(bool keep) {
 #endif
 }
 
-// Each method's median and spread over the repetitions of the slowest
-// rank's batch time (per repetition, the maximum over MPI_COMM_WORLD), as
-// the model check times them. Every rank gets the same values. Before
-// session 10 each rank took its own median and spread and then the
-// maximum of each: a broadcast's root, which only sends and leaves early,
-// brought a spread of up to 175% of its own short median to a median that
-// was another rank's, and kept the library at sizes where the algorithm
-// was 1.3-1.7x faster.
-void medians_and_spreads(const std::vector<std::vector<double>>& samples, std::vector<double>& medians,
-                         std::vector<double>& spreads) {
-  std::vector<double> flat;
-  for (const auto& s : samples) flat.insert(flat.end(), s.begin(), s.end());
-  MPI_Allreduce(MPI_IN_PLACE, flat.data(), static_cast<int>(flat.size()), MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-  medians.assign(samples.size(), 0);
-  spreads.assign(samples.size(), 0);
-  size_t at = 0;
-  for (size_t m = 0; m < samples.size(); ++m) {
-    const std::vector<double> slowest(flat.begin() + static_cast<std::ptrdiff_t>(at),
-                                      flat.begin() + static_cast<std::ptrdiff_t>(at + samples[m].size()));
-    at += samples[m].size();
-    medians[m] = bench::median_of(slowest);
-    spreads[m] = bench::relative_median_error(slowest);
-  }
-}
-
 void measure_collective(Collective c, const topo::Hierarchy& h, const Options& o, topo::Profile& profile,
                         int* failures) {
   const std::string cname(alg::collective_name(c));
@@ -628,14 +603,24 @@ void measure_collective(Collective c, const topo::Hierarchy& h, const Options& o
     int can = w.bytes >= kHeapStatesFrom && use_heap(true) ? 1 : 0;
     MPI_Allreduce(MPI_IN_PLACE, &can, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
     const bool both = can != 0;
-    std::vector<double> medians, spreads, returned(methods.size(), 0.0), returned_spreads;
-    medians_and_spreads(bench::time_methods(methods, w, h, iterations, o.repetitions), medians, spreads);
+    // Per repetition the slowest rank's batch, as the model check times
+    // them. Before session 10 each rank took its own median and spread and
+    // then the largest of each: a broadcast's root, which only sends and
+    // leaves early, brought a spread of up to 175% of its own short median
+    // to another rank's median, and kept the library where an algorithm was
+    // 1.3-1.7x faster.
+    bench::SlowestRank kept = bench::slowest_rank(bench::time_methods(methods, w, h, iterations, o.repetitions));
+    std::vector<double> returned(methods.size(), 0.0);
     if (both) {
       use_heap(false);
-      medians_and_spreads(bench::time_methods(methods, w, h, iterations, o.repetitions), returned, returned_spreads);
+      const bench::SlowestRank back =
+          bench::slowest_rank(bench::time_methods(methods, w, h, iterations, o.repetitions));
       use_heap(true);
-      for (size_t m = 0; m < methods.size(); ++m) spreads[m] = std::max(spreads[m], returned_spreads[m]);
+      returned = back.medians;
+      for (size_t m = 0; m < methods.size(); ++m) kept.spreads[m] = std::max(kept.spreads[m], back.spreads[m]);
     }
+    std::vector<topo::Timing> timings;
+    for (size_t m = 0; m < methods.size(); ++m) timings.push_back({kept.medians[m], kept.spreads[m], returned[m]});
     topo::CollectivePoint point;
     point.collective = cname;
     point.ranks = h.size;
@@ -646,16 +631,15 @@ void measure_collective(Collective c, const topo::Hierarchy& h, const Options& o
     point.bytes = w.bytes;
     size_t fastest = 0;
     for (size_t m = 0; m < methods.size(); ++m) {
-      if (medians[m] <= 0) continue;
-      const topo::Timing t{medians[m], spreads[m], returned[m]};
-      point.times.emplace_back(methods[m], t);
-      if (t.worst() < topo::Timing{medians[fastest], 0, returned[fastest]}.worst()) fastest = m;
+      if (timings[m].median <= 0) continue;
+      point.times.emplace_back(methods[m], timings[m]);
+      if (timings[m].worst() < timings[fastest].worst()) fastest = m;
     }
     if (h.rank == 0) {
       std::printf("%-20s %9lld ", cname.c_str(), static_cast<long long>(w.bytes));
       for (size_t m = 0; m < methods.size(); ++m) {
-        std::printf(" %s %.1f", methods[m].c_str(), medians[m] * 1e6);
-        if (both) std::printf("/%.1f", returned[m] * 1e6);
+        std::printf(" %s %.1f", methods[m].c_str(), timings[m].median * 1e6);
+        if (both) std::printf("/%.1f", timings[m].returned * 1e6);
         std::printf("%s", m == fastest ? "*" : "");
       }
       std::printf("  (us%s, %d x %d calls)\n", both ? ": heap keeping/returning freed blocks" : "", o.repetitions,

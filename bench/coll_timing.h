@@ -247,4 +247,28 @@ inline double relative_median_error(const std::vector<double>& v) {
   return 1.858 * relative_half_iqr(v) / std::sqrt(static_cast<double>(v.size()));
 }
 
+// Per method, the slowest rank's time in each repetition (this rank's
+// samples[method][repetition], the maximum over MPI_COMM_WORLD), then the
+// median over the repetitions and its spread (relative_median_error). Every
+// rank gets the same values. Through PMPI, so that the model check (linked
+// with libveneer) times only the library's reduction here.
+struct SlowestRank {
+  std::vector<double> medians, spreads;
+};
+inline SlowestRank slowest_rank(const std::vector<std::vector<double>>& samples) {
+  std::vector<double> flat;
+  for (const auto& s : samples) flat.insert(flat.end(), s.begin(), s.end());
+  PMPI_Allreduce(MPI_IN_PLACE, flat.data(), static_cast<int>(flat.size()), MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  SlowestRank out;
+  size_t at = 0;
+  for (const auto& s : samples) {
+    const std::vector<double> slowest(flat.begin() + static_cast<std::ptrdiff_t>(at),
+                                      flat.begin() + static_cast<std::ptrdiff_t>(at + s.size()));
+    at += s.size();
+    out.medians.push_back(median_of(slowest));
+    out.spreads.push_back(relative_median_error(slowest));
+  }
+  return out;
+}
+
 }  // namespace veneer::bench

@@ -213,21 +213,6 @@ int iterations_for(const std::function<void()>& call, double seconds, int most) 
   }
 }
 
-// samples[choice][repetition] of this rank -> the slowest rank's, then the median per choice.
-std::vector<double> medians_over_ranks(std::vector<std::vector<double>> samples) {
-  std::vector<double> flat;
-  for (const auto& s : samples) flat.insert(flat.end(), s.begin(), s.end());
-  PMPI_Allreduce(MPI_IN_PLACE, flat.data(), static_cast<int>(flat.size()), MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-  std::vector<double> medians;
-  size_t at = 0;
-  for (const auto& s : samples) {
-    medians.push_back(bench::median_of(
-        std::vector<double>(flat.begin() + static_cast<long>(at), flat.begin() + static_cast<long>(at + s.size()))));
-    at += s.size();
-  }
-  return medians;
-}
-
 // ---- One call of a collective, through Veneer (MPI_X) or the library (PMPI_X) --
 
 int call_collective(const alg::Call& c, MPI_Comm comm, bool veneer) {
@@ -460,7 +445,7 @@ std::optional<Row> check_collective(Collective c, int64_t target, MPI_Comm comm,
   apply_collective(c, "auto");
   r.calls = *std::min_element(iterations.begin(), iterations.end());
   r.calls_most = *std::max_element(iterations.begin(), iterations.end());
-  finish_row(r, valid, medians_over_ranks(std::move(samples)));
+  finish_row(r, valid, bench::slowest_rank(samples).medians);
   return r;
 }
 
@@ -605,7 +590,7 @@ std::optional<Row> check_p2p(const P2PCase& pc, const Pair& pair, const Options&
   r.bytes = bytes;
   r.auto_name = r.auto_choice = auto_ran;
   r.calls = iterations;
-  finish_row(r, valid, medians_over_ranks(std::move(samples)));
+  finish_row(r, valid, bench::slowest_rank(samples).medians);
   return r;
 }
 
