@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Admission: the (op, type) pairs MPI defines for its predefined ops, the
 // limits Veneer takes calls within, and the Shape of an admitted call.
 #include "algorithms/admission.h"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #pragma once
 // Admission: whether Veneer may take a call at all, decided only from
 // arguments MPI requires to be identical on every rank, and the Shape the

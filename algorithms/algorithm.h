@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #pragma once
 // What an algorithm is: the collective it implements, its preconditions as
 // data, its predicted time, and how it runs. One file per algorithm defines

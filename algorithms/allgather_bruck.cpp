@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Allgather as Bruck et al.: ceil(log2(p)) steps at any p, each sending the
 // blocks gathered so far to rank - 2^k, then one local rotation. Latency
 // optimal for non-powers of two, for small messages.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Allgather by recursive doubling: log2(p) exchanges, each doubling the run
 // of blocks a rank holds. Latency optimal; needs a power-of-two size.
 #include "algorithms/primitives.h"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Allgather along a ring: p-1 steps, each passing one block to the right
 // neighbour. Bandwidth optimal at any p, p-1 latencies: for large messages.
 #include <cstring>

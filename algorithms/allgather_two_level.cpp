@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Allgather in two levels: each node gathers its ranks' blocks on its leader,
 // the leaders allgather the node runs along a ring, and each leader
 // broadcasts the whole result within its node. The network carries one

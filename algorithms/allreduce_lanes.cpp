@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Multi-leader allreduce over lanes: reduce-scatter within each node (local
 // rank i gets block i), then every lane (the ranks with local index i, one per
 // node) allreduces its block across nodes at the same time as the other lanes,

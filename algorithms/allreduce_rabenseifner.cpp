@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Allreduce as Rabenseifner: reduce-scatter by recursive halving, then
 // allgather by recursive doubling. Moves 2(p-1)/p of the vector instead of
 // log2(p) times all of it: for large messages. Each block is reduced once, by

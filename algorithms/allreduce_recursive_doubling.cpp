@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Allreduce by recursive doubling: log2(p) exchanges of the whole vector,
 // ranks beyond a power of two folded in pairs. Latency-optimal, for small
 // messages. Both partners compute lower-run op upper-run on the same operands,

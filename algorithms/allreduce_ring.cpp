@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Allreduce along a ring: p-1 steps of reduce-scatter, p-1 steps of
 // allgather, each moving 1/p of the vector to the right neighbour. Bandwidth
 // optimal at any p, but 2(p-1) latencies. Block j is combined starting at rank

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Allreduce in three levels: reduce onto each node's leader, allreduce among
 // the leaders, broadcast within each node. Only one rank per node talks to
 // the network, with the whole vector: for small and medium messages across

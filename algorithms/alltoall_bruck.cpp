@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Alltoall as Bruck et al.: after a local rotation, ceil(log2(p)) steps, step
 // k forwarding every block whose index has bit k set to rank + 2^k; a final
 // rotation puts blocks in place. log2(p) latencies but each block travels

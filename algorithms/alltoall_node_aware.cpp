@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Node-aware alltoall: every rank hands its whole send buffer to its node
 // leader; leaders exchange, per pair of nodes, one message holding all the
 // blocks between them; each leader then sorts what arrived by destination and

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Alltoall by pairwise exchange: in step s, send to rank+s and receive from
 // rank-s. p-1 latencies, each block sent once: for large blocks.
 #include <cstring>

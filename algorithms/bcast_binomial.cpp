@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Broadcast along a binomial tree: log2(p) steps of the whole message. The
 // latency-optimal choice for small messages.
 #include "algorithms/primitives.h"

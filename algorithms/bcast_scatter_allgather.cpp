@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Broadcast as van de Geijn: the root scatters p blocks along a binomial tree,
 // then a ring allgather assembles them everywhere. About twice the message
 // crosses each link instead of log2(p) times: for large messages.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Broadcast in two levels: among the node leaders first (the root hands the
 // message to its leader if it is not one), then within every node. The
 // message crosses the network once per node instead of once per rank.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #pragma once
 // Buffers of `count` elements of an MPI type, as the reduction algorithms
 // handle them: element i lives at buf + i*extent, temporaries are allocated to

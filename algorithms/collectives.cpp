@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The entry points: whether a call is taken (admission.h), which algorithm
 // runs it (decided once per distinct call, select.h, then remembered:
 // decisions.h), running it (execution.h), and counting it (report.h).

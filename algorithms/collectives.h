@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #pragma once
 // Veneer's collectives, as the interposer calls them. Each returns nullopt
 // when it does not take the call (the caller then passes it to the library

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #pragma once
 // The cost model, in one place. Every candidate's predicted time (the
 // library's included) comes from here, with where it came from:

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #pragma once
 // The selector's decisions, remembered per thread, so a collective Veneer has
 // decided about once (pass through, or which algorithm) costs a table lookup

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Execution: an algorithm's arguments from a call (reductions as they are;
 // the others as bytes, packed around the algorithm by Veneer's packer), and
 // the library's own collective for calls Veneer passes on.

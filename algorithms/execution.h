@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #pragma once
 // Execution: runs a chosen algorithm on a call (bytes for Bcast, Allgather
 // and Alltoall, packed and unpacked around it), or the library's own

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Linear gather to rank 0 of a communicator: used within a node, where the
 // leader can take a handful of messages at once.
 #include <cstring>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #pragma once
 // Recursive halving / doubling on a power-of-two set of ranks, with the
 // others folded in pairs first (ranks 2i and 2i+1 for i < p - 2^k), as in

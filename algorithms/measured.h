@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #pragma once
 // The measured half of the cost model: a machine profile's collective timings
 // (topology/profile.h) arranged for the selector, the prediction at any size

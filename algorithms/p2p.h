@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #pragma once
 // Point-to-point steps of the algorithms, through PMPI only (so Veneer's own
 // MPI_* entry points are never re-entered), on Veneer's private communicators.

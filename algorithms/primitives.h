@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #pragma once
 // Building blocks shared by the algorithms, each over one explicit
 // communicator (the hierarchy's flat, node, leader or lane communicator).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Reduce along a binomial tree: log2(p) steps, each rank combining its
 // children's partial results into its own. With the tree rooted at rank 0 a
 // partial result always covers a run of consecutive ranks (the child's run

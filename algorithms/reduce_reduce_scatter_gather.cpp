@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Reduce as Rabenseifner: reduce-scatter by recursive halving, then a
 // binomial gather of the reduced blocks (to the first active rank, which
 // passes the result on to the root). About twice the vector crosses the

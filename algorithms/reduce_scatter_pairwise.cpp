@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Reduce-scatter by pairwise exchange: in step s every rank sends the block
 // of rank+s and receives its own block from rank-s. p-1 latencies, each block
 // crosses once: for large messages and any p. Sources come in descending

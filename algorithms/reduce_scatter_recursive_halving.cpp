@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Reduce-scatter by recursive halving: log2(p) steps, each exchanging half of
 // what remains. Nearest partners first keep rank order (see halving.h); the
 // block a rank ends with then goes to its owner in one more exchange.

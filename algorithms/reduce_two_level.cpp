@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Reduce in two levels: onto each node's leader, then among the leaders onto
 // the root's node leader, which passes the result to the root if it is not
 // the root itself. Operands combine in node order.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Every algorithm, per collective, and the precondition check.
 #include <algorithm>
 #include <array>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The report (calls per algorithm) and explain.
 #include "algorithms/report.h"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #pragma once
 // What ran: calls per collective and algorithm (the end-of-run report;
 // collectives_counts() in collectives.h gives them as data).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #pragma once
 // The selector: among the algorithms a rule allows and whose preconditions
 // hold, the one with the least predicted time, unless the library's own time

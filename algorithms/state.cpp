@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The rules and the model, set at MPI_Init (or by tests) and read by every decision.
 #include "algorithms/state.h"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #pragma once
 // The process-wide state every decision reads: the tuning rules and the cost
 // model, each replaced as a whole (collectives_init, set_cost_model) and read

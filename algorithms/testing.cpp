@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The entry points tests and benchmarks use to look at a selection or to
 // bypass it: the shape a call has, what would be chosen, and a run with a
 // named algorithm (collectives.h).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #pragma once
 // Tuning rules: which algorithms may run for which message sizes, in one
 // small language shared by the built-in defaults and the user's overrides

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // veneer-calibrate: measures this machine for Veneer's cost model and writes
 // the machine profile (topology/profile.h) that libveneer reads at MPI_Init.
 //

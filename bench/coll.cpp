@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // veneer-bench-coll: every collective algorithm of Veneer against the
 // library's own (PMPI), side by side in one run, from 8 B to 64 MiB.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #pragma once
 // Timing collective algorithms side by side, shared by veneer-bench-coll and
 // veneer-calibrate: a workload per (collective, size), a check of every

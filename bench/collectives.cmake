@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # veneer-bench-coll: Veneer's collective algorithms against the library's,
 # linked with the algorithms library directly (see coll.cpp).
 add_executable(veneer-bench-coll ${CMAKE_CURRENT_LIST_DIR}/coll.cpp)

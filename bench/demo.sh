@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Veneer in one command, on a fresh Debian 12 machine:
 #
 #   bench/demo.sh

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #include "bench/device_memory.h"
 
 #include <dlfcn.h>

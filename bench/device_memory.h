@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #pragma once
 // The benchmarks' GPU, for runs on device buffers (`--memory device`): the
 // memory and copies of kernels::DeviceRuntime, from

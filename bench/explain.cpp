@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // veneer-explain: for a collective call shape, every algorithm Veneer knows
 // with its predicted time and where that time comes from (measured,
 // interpolated or extrapolated from the machine profile, fitted from its

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // veneer-halo3d: the halo exchange of a periodic 3-D structured-grid code.
 //
 // Every rank owns a block of n0 x n1 x n2 cells (q doubles per cell,

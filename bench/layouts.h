@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #pragma once
 // The layouts of the packing benchmark (bench/pack.cpp): strided byte
 // vectors, subarray faces of 2-D and 3-D grids, and the DDTBench cases (the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // veneer-model-check: how good Veneer's automatic choices are, measured
 // through the real interposed entry points.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // veneer-bench-overhead: what Veneer adds to calls it passes through.
 //
 // Linked with libveneer, so MPI_X runs through Veneer while PMPI_X reaches

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // veneer-bench-pack: packing throughput of Veneer against the library under
 // it, side by side in one run, on one rank.
 //

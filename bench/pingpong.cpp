@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // veneer-bench-pingpong: round trips between ranks 0 and 1 of contiguous
 // bytes and of strided vectors of doubles (blocks of 1, 8 and 64 doubles at
 // twice the block's stride), 1 KiB to 4 MiB of payload.

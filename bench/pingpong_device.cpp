@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // veneer-bench-pingpong-device: round trips between ranks 0 and 1 of
 // non-contiguous objects in device memory, the shapes of GPU codes' halos:
 //

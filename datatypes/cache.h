@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #pragma once
 // The per-type layout cache. Built lazily on first use; an entry leaves when
 // its type is freed (a type attribute with a delete callback), so handle reuse

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #pragma once
 // Reads an MPI datatype through MPI_Type_get_envelope/get_contents (PMPI_*)
 // and reduces it to a Layout. Handles every MPI-3 combiner, and the MPI-4

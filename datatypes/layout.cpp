@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #include "datatypes/layout.h"
 
 #include <algorithm>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #pragma once
 // The canonical layout of one instance of an MPI datatype.
 //

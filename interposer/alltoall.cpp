@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Alltoallv/Alltoallw and their neighbourhood forms. Every peer's block is
 // described once (Path: typed from the user's buffer, packed by Veneer into
 // host staging, or staged through the GPU from device memory) and one path

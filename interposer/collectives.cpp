@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Collective entry points: each asks algorithms/ to run the call with one of
 // Veneer's algorithms; when it declines (nullopt) the call goes, unchanged, to
 // the library. VENEER_COLLECTIVES=0 (or VENEER_DISABLE=1) passes everything through.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Every completion call finishes Veneer's requests: after the library
 // completes a request Veneer started, the staging buffer is released and a
 // receive is unpacked into the user's buffer before the call returns. A

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #pragma once
 // Device (GPU) buffers in the interposer: deciding that Veneer carries one,
 // packing it for the library, and unpacking what the library received into

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The combine step of Veneer's reduction algorithms on the GPU, for
 // collectives staged from device buffers (interposer/collectives.cpp).
 //

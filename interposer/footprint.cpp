@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #include "interposer/footprint.h"
 
 #include "datatypes/cache.h"

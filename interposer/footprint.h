@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #pragma once
 // What Veneer holds right now, module by module: the sizes the bounded-memory
 // rule (ARCHITECTURE.md) is about. Printed in the end-of-run report and read

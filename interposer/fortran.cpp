@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Fortran entry points of every call Veneer takes over. Open MPI's Fortran
 // bindings call PMPI_* directly, so without these a Fortran program would
 // bypass Veneer (and Veneer's requests, started through MPICH's bindings,

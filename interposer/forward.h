@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #pragma once
 // Where an intercepted call goes next: the next definition of the same MPI_*
 // symbol after libveneer.so (another PMPI tool preloaded after Veneer, or the

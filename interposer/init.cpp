@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // MPI_Init/Init_thread/Finalize hooks and the type-commit hook that makes
 // derived types known to the layout cache.
 #include <mpi.h>

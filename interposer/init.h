@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #pragma once
 // Veneer's start and stop around the library's MPI_Init and MPI_Finalize, for
 // bindings that initialise MPI without calling Veneer's C MPI_Init (Open MPI's

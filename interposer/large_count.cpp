@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The MPI-4 large-count (_c) entry points Veneer takes over, built where
 // mpi.h declares them (VENEER_HAVE_LARGE_COUNT: MPICH 4.0, not Open MPI 4.1).
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Watches dlopen, so that "is the CUDA driver loaded yet?" (asked on every
 // call Veneer might take over, kernels/memory_kind.h) costs a flag load
 // instead of a trip through the loader's lock.

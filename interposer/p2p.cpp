@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Sends and receives. Each entry point asks p2p_passes() first (the common
 // pass-through, a few instructions without a stack frame); the rest builds
 // one Outgoing / Incoming (interposer/p2p.h) per side and acts on it along

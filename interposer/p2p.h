@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #pragma once
 // One description per side of a point-to-point transfer: what a send hands
 // the library (Outgoing) and where a receive lets the library write and how

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // MPI_Pack and MPI_Unpack through Veneer's packers. Anything the library
 // would reject (bad counts, small buffers, unknown types) is passed through so
 // that the library reports its own error.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #pragma once
 // MPI_Pack and MPI_Unpack with Veneer's host packer, shared by the int forms
 // (interposer/pack.cpp) and the MPI-4 _c forms (interposer/large_count.cpp).

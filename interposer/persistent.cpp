@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // MPI_Start / MPI_Startall of the persistent requests Veneer took over
 // (device buffers, see MPI_Send_init ... in interposer/p2p.cpp): a send's
 // device buffer is packed into the request's staging again before the

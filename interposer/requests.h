@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #pragma once
 // Veneer's request table: the library's request handle of every nonblocking
 // or persistent operation Veneer took over for the user, with what must happen when it

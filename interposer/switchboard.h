@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #pragma once
 // The take-over rules of the interposer, in one place.
 #include <mpi.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The DeviceRuntime of real runs: CUDA's static runtime (kernels/device_runtime.h).
 //
 // Nothing here runs before the first call of cuda_runtime(): libveneer must

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The pack and unpack kernels and their launcher. One kernel per form, word
 // width (leaf) or group size (segments), direction and index width; every
 // layout runs through these few instantiations with its shape as parameters.

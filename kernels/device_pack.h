@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #pragma once
 // Packing and unpacking datatypes in GPU memory, stream-ordered.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The reduction kernel: one template on the element type, the op as a
 // functor (device_reduce.h); one instantiation per supported (type, op).
 #include <algorithm>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #pragma once
 // Element-wise reductions (the predefined MPI ops on the predefined C number
 // types) as GPU threads do them, written once for both sides: the CUDA kernel

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #pragma once
 // The launcher of the reduction kernel (device_reduce.cu), for the CUDA
 // runtime (cuda_runtime.cpp). Only with CUDA.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #include "kernels/device_runtime.h"
 
 #include <atomic>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #pragma once
 // What Veneer asks of a GPU, as a small interface: the CUDA runtime in real
 // runs (kernels/cuda_runtime.cpp, built when CUDA is found), an emulator in

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #pragma once
 // The one error convention of kernels/: every device step that can fail
 // (DeviceRuntime's stream-ordered work, synchronisation, device selection,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #pragma once
 // Moving the bytes of a datatype between device memory and host memory, over
 // any DeviceRuntime (kernels/device_runtime.h): the three ways the interposer

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #pragma once
 // Division by a divisor fixed at launch time, the way GPUs want it.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #include "kernels/memory_kind.h"
 
 #include <dlfcn.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #pragma once
 // What one GPU thread of the pack kernels does, written once for both sides:
 // device_pack.cu runs these functions in its kernels, and the tests run the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #pragma once
 // How a canonical layout is packed on the GPU, decided on the host: once per
 // layout (make_plan) and then once per call (plan_launch), which turns a

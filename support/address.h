@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #pragma once
 // Address arithmetic in integers. A buffer may be MPI_BOTTOM (null) with
 // absolute displacements, and a layout's offsets may be negative: pointer

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #pragma once
 // The run-time switchboard: every VENEER_* environment variable, read once.
 #include <atomic>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #pragma once
 // Counters for the end-of-run report. Relaxed atomics, touched only while the
 // report is on (VENEER_REPORT): otherwise every call would pay for shared

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #pragma once
 // MPI handles are pointers in Open MPI and integers in MPICH: one hashable key for both.
 #include <cstdint>

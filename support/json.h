@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #pragma once
 // A small JSON value, parser and writer: enough for Veneer's machine profile
 // and benchmark output. Parsing never throws and never aborts: bad input is

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #pragma once
 // A bounded, best-fit pool of freed buffers: the one policy behind the host
 // staging pool (support/staging.cpp) and the pinned and device pools

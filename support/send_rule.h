@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #pragma once
 // The measured take-over rule for typed sends and receives: per peer level
 // (same node, other node), a table of whether Veneer's way (pack, send bytes,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #pragma once
 // Staging buffers for packed messages, reused across calls. Fresh large
 // allocations come from mmap and fault in every page on first touch, which

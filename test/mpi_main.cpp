@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // GoogleTest main for MPI tests: every rank runs every test; the process exit
 // status is non-zero on every rank if any rank failed, so the launcher reports it.
 #include <gtest/gtest.h>

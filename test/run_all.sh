@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Sets up a fresh Debian 12 machine and runs every Veneer test:
 #   Open MPI (default transport, then the UCX pml), MPICH, an
 #   AddressSanitizer + UndefinedBehaviorSanitizer build on Open MPI, and the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 /* A test-only helper preloaded into MPICH ranks by run_mpi.sh.
  *
  * Debian's MPICH (ch4:ucx) busy-polls UCX while it waits, and has no setting

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #pragma once
 // The node structure of one communicator, as the hierarchical collectives
 // need it: which ranks share a node, and Veneer's private communicators over

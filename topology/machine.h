@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #pragma once
 // What hwloc sees of the machine this process runs on: packages, NUMA nodes,
 // cores, caches, and the PCI GPUs and NICs with the NUMA node they hang off.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #pragma once
 // topology/'s one error convention. Every PMPI_ call's return code is checked.
 // A failure is logged (warn) with the call and the library's error string,

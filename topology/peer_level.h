@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #pragma once
 // Where a point-to-point peer runs: on this rank's node or another one, for
 // the send take-over rule (support/send_rule.h). MPI_COMM_WORLD's node map is

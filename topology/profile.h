@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #pragma once
 // The machine profile: what `veneer-calibrate` measured on this machine, as
 // versioned JSON, keyed by a fingerprint of the machine and the software, so

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // GPU packing throughput: Veneer's device pack and unpack against, in the same
 // run and on the same bytes, a device-to-device cudaMemcpy of the packed size
 // (the practical bound: packing reads and writes each byte once, as a copy

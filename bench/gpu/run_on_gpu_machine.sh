@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # One command for a GPU machine that has CUDA and CMake but no MPI and no
 # network: unpacks the Debian MPI packages brought along, builds Veneer with
 # CUDA against each MPI, and runs the device MPI tests, the kernel tests,

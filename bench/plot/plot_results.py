@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: BSD-3-Clause
 # Debian's python3 with Debian's matplotlib (apt-get install python3-matplotlib);
 # the first python3 on PATH may be another installation without it.
 """Turns a suite results file into PNG charts.

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: BSD-3-Clause
 # Debian's python3 on purpose (standard library only): the first python3 on
 # PATH may be another installation. Run as /usr/bin/python3 results.py ...
 """Aggregates the suite's raw benchmark records into one results file pair.

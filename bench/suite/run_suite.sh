@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # run_suite.sh: runs Veneer's benchmarks with and without Veneer in one job and
 # writes one results file pair (JSON lines + CSV) with the machine description.
 #

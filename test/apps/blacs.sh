@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # blacs.sh FLAVOUR RUN_MPI LIBVENEER C|F [forced]
 # ScaLAPACK's BLACS tester (Debian's scalapack-mpi-test, xCbtest or xFbtest)
 # on 4 ranks with the packaged .dat inputs (scalapack-test-common), in a

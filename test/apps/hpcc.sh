@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # hpcc.sh FLAVOUR RUN_MPI LIBVENEER MODE
 # HPC Challenge (Debian's hpcc, built against Open MPI) on 4 ranks with
 # hpccinf.txt (N=500 on a 2x2 grid: Debian ships no input file), with and

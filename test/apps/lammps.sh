@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # lammps.sh FLAVOUR RUN_MPI LIBVENEER MODE [CLUSTER_SCRIPT LAUNCHER]
 # LAMMPS (Debian's lmp, built against Open MPI) on 4 ranks with in.lammps, with
 # and without Veneer preloaded; compares the thermo output and the RDF file.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # Helpers shared by the application tests (sourced by blacs.sh, hpcc.sh, lammps.sh).
 # The caller sets: flavour (openmpi|mpich), run_mpi (test/run_mpi.sh of the build),
 # veneer (path of libveneer.so). POSIX sh.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 /* cluster_check HOSTS: proves that the pretend hosts of netns_cluster.sh are
  * hosts to MPI. HOSTS is the layout it was started with ("2,1": node0 runs
  * two ranks, node1 one). Every rank reports its hostname, the size of its

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // On a cluster of pretend hosts (test/cluster/netns_cluster.sh sets
 // VENEER_CLUSTER_HOSTS to its layout, e.g. "2,1"): the node hierarchy Veneer
 // detects is the hosts, not pretended; and every collective algorithm, forced

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # netns_cluster.sh: a cluster of pretend hosts on this one machine, and an MPI
 # job across it. See test/cluster/README.md.
 #

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # rsh_agent.sh [-x ...] HOST COMMAND...: the remote shell of a pretend cluster
 # made by netns_cluster.sh. Open MPI's rsh launcher (plm_rsh_agent) and
 # MPICH's hydra (-launcher ssh -launcher-exec) call it as they would call ssh;

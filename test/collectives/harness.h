@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #pragma once
 // Shared pieces of the collectives tests: pretend node layouts, the element
 // types and ops under test, deterministic fills, comparison with the

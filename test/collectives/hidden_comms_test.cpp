@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Veneer makes no communicator of its own unless one of its algorithms is
 // chosen for that communicator (issue 11, "hidden communicators"): where the
 // library serves every collective, the job's sequence of communicators is the

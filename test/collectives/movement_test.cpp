@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Every Bcast, Allgather and Alltoall algorithm, forced one at a time, on
 // every pretend node layout, against the library: dense and gapped named
 // types, a derived type with gaps, and senders and receivers that describe

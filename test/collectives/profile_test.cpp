@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Loading the machine profile at MPI_Init (algorithms::load_profile, the call
 // libveneer makes from MPI_Init): rank 0 reads and validates, every rank gets
 // the same model. Missing, corrupt, outdated and foreign profiles fall back to

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Every reduction algorithm, forced one at a time, on every pretend node
 // layout, for every op on every type it is defined on (user ops included),
 // in place and not, count 0 and counts below and above the number of ranks,

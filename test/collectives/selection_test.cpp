@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The tuning language, the selector and the public entry points: forced
 // choices through the environment, pass-through of what Veneer does not take,
 // explain and the report.

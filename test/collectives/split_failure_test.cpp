@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // A leader or lane communicator the library fails to make: the algorithms
 // that run on one (two_level, lanes, node_aware) return the library's error
 // code on every rank, before any message, instead of running on

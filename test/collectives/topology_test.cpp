@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // hwloc discovery (from an XML file and a synthetic description), the node
 // size grammar, and per-communicator hierarchies: pretend nodes from the
 // environment, sub-communicators, non-consecutive nodes, and the cache's

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Erroneous calls with derived datatypes, under MPI_ERRORS_RETURN: Veneer must
 // return the error class the library returns for the same call (and leave the
 // same position and bytes where the library succeeds partially, as MPICH does

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The DDTBench application layouts (/work/shared/DDTBENCH-LAYOUTS.md) at small
 // sizes. Each case builds its MPI type as the application does and writes the
 // same gather as a plain loop; the loop is the reference for MPI_Pack through

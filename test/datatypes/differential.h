@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #pragma once
 // What the differential test's files share (differential_test.cpp says what the
 // test does): the random type under test with its memory and reference type

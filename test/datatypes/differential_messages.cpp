@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The differential test's message checks (differential.h): typed sends and
 // receives through Veneer against the library's own.
 #include <algorithm>

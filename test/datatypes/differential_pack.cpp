@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The differential test's pack checks (differential.h): MPI_Pack and
 // MPI_Unpack through Veneer against the library and the reference, and
 // Veneer's engine packing in fragments.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The differential test's subjects: a random type with its memory and
 // reference type map, and the reference pack and unpack (differential.h).
 #include <algorithm>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Differential test: thousands of random datatypes (typegen.h), each packed,
 // unpacked, sent and received through Veneer and through the library
 // underneath (PMPI_*), and packed in fragments by Veneer's engine; every byte,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The hand-written reference type map of test/datatypes/typegen.h: a type
 // read back through MPI_Type_get_envelope/get_contents (or _c) and expanded
 // by the definitions of the constructors in the MPI standard.

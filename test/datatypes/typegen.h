@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #pragma once
 // A seeded generator of random MPI datatypes, in the spirit of MPICH's DTPools:
 // every type constructor, nested, with negative strides and displacements,

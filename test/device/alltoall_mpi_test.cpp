@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Alltoallv/w and Neighbor_alltoallv/w on device buffers.
 // Part of device_mpi_test: the shared helpers and the fixture are in device_mpi.h.
 #include "test/device/device_mpi.h"

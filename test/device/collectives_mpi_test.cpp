@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Collectives on device buffers of predefined types, staged through host
 // memory, against the library's collective on host copies. Values are small
 // integers, so every order of summation gives the same bits.

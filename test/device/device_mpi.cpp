@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The helpers of test/device/device_mpi.h, and the test that runs last in
 // device_mpi_test (this file is linked last, see CMakeLists.txt).
 #include "test/device/device_mpi.h"

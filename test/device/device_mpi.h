@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #pragma once
 // What the MPI tests of Veneer's device-buffer paths (interposer/device.h)
 // share: the device emulator (test/device/emulator.h) installed before

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Device messages at the edges: zero instances, large odd sizes across chunk
 // boundaries, truncation errors, two threads at once, and a type freed while a
 // receive that uses it is pending.

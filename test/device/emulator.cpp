@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #include "test/device/emulator.h"
 
 #include <sys/mman.h>

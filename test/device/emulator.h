@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #pragma once
 // A pretend GPU for the tests: kernels/device_runtime.h implemented in plain
 // C++, so that the transfer pipelines (kernels/device_transfer.h) and, later,

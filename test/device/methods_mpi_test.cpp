@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Which way device data travels: managed memory takes the host path, and the
 // method asked for (VENEER_DEVICE_METHOD, VENEER_CUDA_AWARE, a refusing packer)
 // is the one the emulator counts.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Point to point with device buffers, in a ring (each rank sends to the right,
 // receives from the left): every completion call, blocking sends and receives,
 // Sendrecv(_replace), statuses of partial messages, MPI_PROC_NULL peers.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // MPI tests of persistent sends and receives on device buffers (MPI_Send_init,
 // Ssend_init, Bsend_init, Rsend_init, Recv_init, MPI_Start, MPI_Startall,
 // MPI_Request_free) on the device emulator (test/device/emulator.h), whose

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // DeviceRuntime::reduce() on the emulator (kernels/device_reduce.h's functor,
 // run as a queued step on device memory) against a loop written here, for
 // every predefined op on every element type it takes; and what it refuses.

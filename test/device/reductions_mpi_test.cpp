@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Reductions staged from device buffers, every predefined op on the C
 // integer and floating types. With VENEER_DEVICE_REDUCE=device (the
 // device_mpi_test.reduce_device runs) Veneer's algorithms combine on the

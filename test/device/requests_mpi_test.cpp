@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Requests of device receives and sends: many in flight, MPI_Request_get_status,
 // MPI_Request_free, MPI_Cancel, and probes (MPI_Probe, MPI_Mprobe + Mrecv/Imrecv).
 // Part of device_mpi_test: the shared helpers and the fixture are in device_mpi.h.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The device emulator (test/device/emulator.h) and the transfer pipelines of
 // kernels/device_transfer.h running on it: every method, chunk sizes from one
 // byte (many chunks: the double buffering) to a megabyte, windows, random and

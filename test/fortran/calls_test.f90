@@ -1,3 +1,4 @@
+! SPDX-License-Identifier: BSD-3-Clause
 ! The rest of the calls Veneer takes over, from `include 'mpif.h'`: Init_thread, Ssend,
 ! Rsend, Issend, Bsend, Ibsend, Irsend, Send_init/Recv_init/Start/Startall, Sendrecv_replace, Waitsome, Testsome, Testany, Testall,
 ! Request_get_status, Request_free, Cancel, Bcast, Reduce, Allgather,

@@ -1,3 +1,4 @@
+! SPDX-License-Identifier: BSD-3-Clause
 ! The same checks through `use mpi_f08` (handles as TYPE(MPI_...), TYPE(MPI_Status),
 ! ierror left out): typed Isend/Irecv completed by Waitall, Wait, Waitany and
 ! Test, Recv, Pack/Unpack and Allreduce, against hand-computed references.

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # run_fortran_test.sh FLAVOUR RUN_MPI LIBVENEER NP APP [COUNTER...]
 # Runs the Fortran program APP (which checks its own results and prints "ok")
 # without Veneer, then with Veneer preloaded, taking over every typed send and

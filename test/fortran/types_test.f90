@@ -1,3 +1,4 @@
+! SPDX-License-Identifier: BSD-3-Clause
 ! Typed sends and receives, MPI_Pack/Unpack and Allreduce from Fortran
 ! (`use mpi`), every result checked against a hand-computed reference. Run
 ! with Veneer preloaded by run_fortran_test.sh, whose report check proves the

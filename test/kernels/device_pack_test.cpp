@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // device_pack() and device_unpack() on a GPU against the host packer
 // (datatypes::pack): random layouts, the DDTBench layouts, fragments, buffer
 // alignments, absolute addresses, a stream past 4 GiB; and memory_kind() on

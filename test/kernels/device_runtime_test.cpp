@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // cuda_runtime() (kernels/cuda_runtime.cpp), and the transfer pipelines of
 // kernels/device_transfer.h over it, on a GPU against the host packer: every
 // DeviceMethod, staged chunks small and large, windows of the packed stream,

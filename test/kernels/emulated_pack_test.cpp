@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The pack kernels' thread functions run on the host, thread index by thread
 // index, against the host packer (datatypes::pack). This checks the plans,
 // the index arithmetic, the word widths and that no access is misaligned, on

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // memory_kind() in a process that never used CUDA: every pointer is host
 // memory, and asking must not load (let alone initialise) the CUDA driver.
 // This program links no CUDA library; it runs on every machine.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #pragma once
 // Canonical layouts for the kernel tests, built by hand (no MPI): random trees
 // of every shape the decoder can produce, and the DDTBench application

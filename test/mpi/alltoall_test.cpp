@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Alltoallv/w and their neighbourhood forms, per block (interposer/alltoall.cpp):
 // every call is made twice, through Veneer (MPI_*) and by the library
 // (PMPI_*), on the same data, and the whole receive buffers (gaps included)

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // MPI-4 large-count types and entry points under Veneer (issue 14). Types
 // built by every _c constructor, with counts, strides, displacements, extents
 // and pack positions beyond 2^31, live on sparse memory (an anonymous mapping

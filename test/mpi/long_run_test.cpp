@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The long run: many mixed MPI calls through Veneer, every result checked
 // against the library, and Veneer's own memory flat once the working set is
 // warm (the bounded-memory rule of ARCHITECTURE.md).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Sends, receives and every completion call with non-contiguous host types
 // through Veneer, checked against the library's own pack (PMPI_Pack) and
 // against the same operation done by the library (PMPI_*).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The typed-send take-over rule per peer level, end to end: peer levels of
 // MPI_COMM_WORLD, split, duplicated and intercommunicators
 // (topology/peer_level.h), and a profile whose send tables say Veneer pays

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Every VENEER_ switch on every path (interposer/switchboard.h): CMake runs
 // this binary on 2 ranks once with all switches on and once per switch
 // (VENEER_DISABLE=1, VENEER_DATATYPES=0, VENEER_PACK=0, VENEER_P2P=0,

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # run_slurm_check.sh BUILD_DIR [--two-nodes]: brings up a private Slurm on
 # this machine (munged, slurmctld, slurmd on loopback, as root), submits
 # Veneer's benchmark suite and the calibration run with sbatch, checks the

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Checks the tracked C/C++/CUDA sources against the repository's .clang-format
 # (clang-format 14), or applies it; --tidy runs test/style/check_tidy.sh (the
 # checks in .clang-tidy over the library sources of a build that exported
@@ -12,7 +13,7 @@ set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root" || exit 2
 
-usage() { sed -n '2,10s/^# \{0,1\}//p' "$0"; }
+usage() { sed -n '3,11s/^# \{0,1\}//p' "$0"; }
 
 mode=check build=""
 files=()

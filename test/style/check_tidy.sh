@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Runs clang-tidy (the checks in .clang-tidy, version 14) over Veneer's library
 # sources (interposer/ datatypes/ topology/ algorithms/ support/ kernels/*.cpp)
 # as a build compiles them, and fails on any finding. See test/style/README.md.
@@ -12,7 +13,7 @@ set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root" || exit 2
 
-usage() { sed -n '2,10s/^# \{0,1\}//p' "$0"; }
+usage() { sed -n '3,11s/^# \{0,1\}//p' "$0"; }
 
 build="" files=()
 while [ $# -gt 0 ]; do

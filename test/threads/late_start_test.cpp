@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // MPI initialised behind Veneer's back (PMPI_Init_thread, as a PMPI tool
 // preloaded before Veneer or a Fortran main does): Veneer starts at the first
 // MPI_Type_commit. Here one thread commits while the others are already

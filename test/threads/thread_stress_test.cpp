@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Several threads per rank under MPI_THREAD_MULTIPLE, each on its own
 // communicator: typed sends and receives of non-contiguous types (taken over
 // by Veneer), MPI_Pack/Unpack, MPI_Alltoallw, collectives, and derived types created, used

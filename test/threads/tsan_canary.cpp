@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // A race on purpose, for TSan builds only: one thread frees types whose
 // attribute delete callback (called from inside the MPI library, as Veneer's
 // type cache callback is) bumps a plain counter, while another thread reads

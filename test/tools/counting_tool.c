@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 /* A minimal PMPI tool, as profilers are written: it counts a few calls and
  * forwards them with PMPI_*. Used to prove Veneer stacks with such tools in
  * either LD_PRELOAD order. */

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 /* dist_graph_app [ROUNDS] [EXTRA_DUPS]: an unmodified MPI program that runs a
  * few collectives (Bcast, Allreduce, Allgather: what Veneer may take) and then
  * builds a distributed-graph topology with reordering, ROUNDS times, checking

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # dist_graph_test.sh FLAVOUR RUN_MPI LIBVENEER APP [RUNS] [ROUNDS]
 # Issue 11, hidden communicators: an unmodified program runs collectives with
 # Veneer's default settings, then MPI_Dist_graph_create with reorder=1 (Open

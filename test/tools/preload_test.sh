@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # preload_test.sh FLAVOUR RUN_MPI LIBVENEER LIBCOUNTING APP
 # 1. The unmodified app prints the same thing with and without Veneer preloaded.
 # 2. Veneer and a PMPI counting tool preloaded together, in either order, give

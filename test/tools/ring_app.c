@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 /* An ordinary MPI program that knows nothing of Veneer: it passes strided
  * columns around a ring, packs and unpacks them, and prints a checksum of what
  * it received. Its output must be the same with and without LD_PRELOAD. */

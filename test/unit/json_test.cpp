@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // support/json: values, the parser's errors, depth limit and round trips.
 #include <gtest/gtest.h>
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The calibrated model with synthetic profiles: reading and validating
 // profiles, interpolation and extrapolation of measured times, the spread
 // rule, the fallbacks to fitted and default formulas, forced rules, and that

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The point-to-point take-over threshold from a calibrated table
 // (topology::p2p_max_block), the profile's "p2p" section read and written,
 // and the thresholds set from a profile unless the user set them. No MPI calls.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The host packers and the simplifier against a naive reference that expands
 // a layout into its list of bytes (no MPI involved).
 #include "datatypes/pack.h"

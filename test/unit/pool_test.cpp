@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // support/pool.h, the best-fit pool behind the host staging pool and the
 // pinned and device pools: which buffer a request gets, what is kept, the
 // bounds, and draining. The buffers are stand-ins (addresses of an array):

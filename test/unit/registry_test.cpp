@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The registry and what is sized by it: every list holds its own
 // collective's algorithms under distinct names; the per-algorithm call counts
 // and the selector take any number of algorithms per collective (more than 8

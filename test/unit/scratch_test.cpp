@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // algorithms::Scratch, the collectives' scratch bytes: a block freed by one
 // call is the next call's (its pages stay mapped), contents are the caller's,
 // and a moved-from Scratch holds nothing.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The typed-send take-over rule from a calibrated profile (support/send_rule.h):
 // per peer level and per (block class, message size), taking over only where
 // the profile measured Veneer faster beyond the spread; the tables read from

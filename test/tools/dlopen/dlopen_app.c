@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 /* Loads plugin_host (by path) and lets it load its plugin (by bare name,
  * through its RUNPATH); then loads a missing library by bare name. Exit 0 when
  * both behave as without Veneer. Run with libveneer preloaded. */

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The quick "no device memory here" answer must turn false once the
 // application loads the CUDA driver, however late: dlopen raises Veneer's flag
 // (interposer/loader.cpp) and the next check asks the loader again. The same

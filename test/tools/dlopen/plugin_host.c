@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 /* A library that loads its plugin by bare name: found only through this
  * library's own RUNPATH ($ORIGIN/plugins), which dlopen applies because this
  * library is the caller. Veneer's dlopen (interposer/loader.cpp) must keep it
