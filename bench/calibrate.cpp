@@ -605,11 +605,11 @@ void measure_collective(Collective c, const topo::Hierarchy& h, const Options& o
     MPI_Allreduce(MPI_IN_PLACE, &can, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
     const bool both = can != 0;
     // Per repetition the slowest rank's batch, as the model check times
-    // them. Before session 10 each rank took its own median and spread and
-    // then the largest of each: a broadcast's root, which only sends and
-    // leaves early, brought a spread of up to 175% of its own short median
-    // to another rank's median, and kept the library where an algorithm was
-    // 1.3-1.7x faster.
+    // them. Taking each rank's own median and spread and then the largest
+    // of each would let a broadcast's root, which only sends and leaves
+    // early, bring a spread of up to 175% of its own short median to another
+    // rank's median, and keep the library where an algorithm was 1.3-1.7x
+    // faster.
     bench::SlowestRank kept = bench::slowest_rank(bench::time_methods(methods, w, h, iterations, o.repetitions));
     std::vector<double> returned(methods.size(), 0.0);
     if (both) {
