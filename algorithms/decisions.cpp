@@ -46,7 +46,12 @@ int on_comm_free(MPI_Comm /*comm*/, int /*keyval*/, void* /*value*/, void* /*ext
 }  // namespace
 
 void remember_decision(const DecisionKey& key, const Remembered& d) {
-  table().slots[detail::slot_of(key)] = detail::Slot{key, d, g_epoch.load(std::memory_order_acquire)};
+  detail::Set& set = table().sets[detail::set_of(key)];
+  const uint64_t epoch = g_epoch.load(std::memory_order_acquire);
+  // The newest fill goes first; the one it displaces stays as the second way
+  // unless it is stale or this very key.
+  if (set.ways[0].epoch == epoch && !(set.ways[0].key == key)) set.ways[1] = set.ways[0];
+  set.ways[0] = detail::Slot{key, d, epoch};
 }
 
 void forget_decisions() { g_epoch.fetch_add(1, std::memory_order_acq_rel); }

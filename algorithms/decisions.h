@@ -48,20 +48,34 @@ struct Slot {
   Remembered decision;
   uint64_t epoch = 0;  // 0: empty
 };
-inline constexpr size_t kSlots = 64;  // direct-mapped; a job's distinct collective shapes are few
+// Two ways per set, the most recent fill first: a call pattern that cycles
+// through a few shapes (a broadcast whose root rotates over the ranks, an
+// allreduce in place and out of place) keeps every shape, where one way per
+// slot let two shapes of one slot evict each other on every call.
+inline constexpr size_t kSetBits = 7;
+inline constexpr size_t kSets = size_t{1} << kSetBits;  // 256 shapes in all
+struct Set {
+  std::array<Slot, 2> ways;
+};
 struct Table {
-  std::array<Slot, kSlots> slots;
+  std::array<Set, kSets> sets;
 };
 // The table lives on the heap; the thread reaches it through one pointer in
 // static TLS (initial-exec: no call into the loader on every lookup).
 extern thread_local constinit Table* t_table [[gnu::tls_model("initial-exec")]];
 extern std::atomic<uint64_t> g_epoch;  // bumped whenever every remembered decision becomes stale
-[[gnu::always_inline]] inline size_t slot_of(const DecisionKey& k) {
+// Every field that tells calls apart moves the set: the root and the
+// collective too (they once sat in bits the index never read, so every root
+// of a broadcast shared one slot). Independent multiplies, then the top bits.
+[[gnu::always_inline]] inline size_t set_of(const DecisionKey& k) {
   uint64_t h = handle_key(k.comm) * 0x9E3779B97F4A7C15ull;
-  h ^= static_cast<uint64_t>(static_cast<uint32_t>(k.count)) * 0xC2B2AE3D27D4EB4Full;
-  h ^= handle_key(k.type) * 0x165667B19E3779F9ull;
-  h ^= static_cast<uint64_t>(k.collective) << 7 ^ static_cast<uint64_t>(static_cast<uint32_t>(k.root)) << 11;
-  return (h >> 29 ^ h) % kSlots;
+  h ^= handle_key(k.type) * 0xC2B2AE3D27D4EB4Full;
+  h ^= (static_cast<uint64_t>(static_cast<uint32_t>(k.count)) << 32 | static_cast<uint32_t>(k.root)) *
+       0x165667B19E3779F9ull;
+  h ^= (handle_key(k.op) ^ static_cast<uint64_t>(k.collective) << 1 ^ static_cast<uint64_t>(k.in_place)) *
+       0x27D4EB2F165667C5ull;
+  h ^= h >> 29;
+  return static_cast<size_t>((h * 0x9E3779B97F4A7C15ull) >> (64 - kSetBits));
 }
 }  // namespace detail
 
@@ -69,9 +83,12 @@ extern std::atomic<uint64_t> g_epoch;  // bumped whenever every remembered decis
 [[gnu::always_inline]] inline const Remembered* recall_decision(const DecisionKey& key) {
   detail::Table* t = detail::t_table;
   if (!t) return nullptr;
-  const detail::Slot& s = t->slots[detail::slot_of(key)];
-  if (s.epoch != detail::g_epoch.load(std::memory_order_acquire) || !(s.key == key)) return nullptr;
-  return &s.decision;
+  const detail::Set& set = t->sets[detail::set_of(key)];
+  const uint64_t epoch = detail::g_epoch.load(std::memory_order_acquire);
+  if (set.ways[0].epoch == epoch && set.ways[0].key == key) [[likely]]
+    return &set.ways[0].decision;
+  if (set.ways[1].epoch == epoch && set.ways[1].key == key) return &set.ways[1].decision;
+  return nullptr;
 }
 // Remembers `d` for `key` on this thread (call only for keys that may be remembered: see above).
 void remember_decision(const DecisionKey& key, const Remembered& d);

@@ -239,6 +239,33 @@ int main(int argc, char** argv) {
   collective.push_back(
       {"allreduce 4 B", false,
        [&](bool v) { (v ? MPI_Allreduce : PMPI_Allreduce)(&one, &sum, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD); }, [] {}});
+  // The patterns applications add: in place, a root that rotates over the
+  // ranks (panel broadcasts, pivots), a rooted reduction. Every rank keeps
+  // the same call counter, so all agree on each call's root.
+  long turn = 0;
+  collective.push_back({"allreduce 4 B in place", false,
+                        [&](bool v) {
+                          sum = one;
+                          (v ? MPI_Allreduce : PMPI_Allreduce)(MPI_IN_PLACE, &sum, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+                        },
+                        [] {}});
+  collective.push_back({"bcast 8 B root 0", false,
+                        [&](bool v) { (v ? MPI_Bcast : PMPI_Bcast)(small, 8, MPI_BYTE, 0, MPI_COMM_WORLD); }, [] {}});
+  collective.push_back({"bcast 8 B rotating root", false,
+                        [&](bool v) {
+                          const int root = static_cast<int>(turn++ % g_size);
+                          (v ? MPI_Bcast : PMPI_Bcast)(small, 8, MPI_BYTE, root, MPI_COMM_WORLD);
+                        },
+                        [] {}});
+  collective.push_back(
+      {"reduce 4 B root 0", false,
+       [&](bool v) { (v ? MPI_Reduce : PMPI_Reduce)(&one, &sum, 1, MPI_INT, MPI_SUM, 0, MPI_COMM_WORLD); }, [] {}});
+  collective.push_back({"reduce 4 B rotating root", false,
+                        [&](bool v) {
+                          const int root = static_cast<int>(turn++ % g_size);
+                          (v ? MPI_Reduce : PMPI_Reduce)(&one, &sum, 1, MPI_INT, MPI_SUM, root, MPI_COMM_WORLD);
+                        },
+                        [] {}});
 
   if (g_rank == 0)
     std::printf(

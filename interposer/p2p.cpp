@@ -190,11 +190,13 @@ void fill_pass_rule(const datatypes::Layout* layout, datatypes::detail::Front& e
   if (!takes_send(c) || (!device && !uses_packers(c))) {
     below[0] = below[1] = kAlwaysPasses;  // nothing of it would be taken
   } else if (!device) {
-    if (!layout || layout->contiguous || layout->size <= 0 || layout->mean_block() > c.p2p_max_block) {
+    if (!layout || layout->contiguous || layout->size <= 0) {
       below[0] = below[1] = kAlwaysPasses;
     } else {
-      below[0] = count_below(c.p2p_min_bytes, layout->size);
-      below[1] = count_below(c.p2p_nonblocking_min_bytes, layout->size);
+      const int64_t block = layout->mean_block();
+      below[0] = block > c.p2p_max_block ? kAlwaysPasses : count_below(c.p2p_min_bytes, layout->size);
+      below[1] =
+          block > c.p2p_nonblocking_max_block ? kAlwaysPasses : count_below(c.p2p_nonblocking_min_bytes, layout->size);
     }
   }
   entry.pass_below[0] = below[0];

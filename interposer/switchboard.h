@@ -168,11 +168,13 @@ void fill_pass_rule(const datatypes::Layout* layout, datatypes::detail::Front& e
 //    Veneer's way was measured faster beyond the spread around this mean
 //    block and message size (support/send_rule.h), and a `nonblocking` one
 //    (Isend, Irecv and their kin) is at least the built-in smallest message
-//    (Config::p2p_nonblocking_min_bytes): the tables time one blocking message at
-//    a time, while nonblocking calls come many at once and each taken over
-//    holds its staging until completion (halo3d's 26-neighbour exchange with
-//    4.6 KB faces taken over by such a table ran at 0.69-0.83x of the
-//    library, passed through at 0.98-0.99x); or
+//    and at most the built-in largest mean block
+//    (Config::p2p_nonblocking_min_bytes, p2p_nonblocking_max_block): the
+//    tables time one blocking message at a time, while nonblocking calls come
+//    many at once and each taken over holds its staging until completion
+//    (halo3d's 26-neighbour exchange with 4.6 KB faces taken over by such a
+//    table ran at 0.69-0.83x of the library, passed through at 0.98-0.99x;
+//    with 24-byte cells, 0.62-0.94x); or
 //  - without: its mean contiguous block is at most VENEER_P2P_MAX_BLOCK bytes
 //    (the library's own copy loop is competitive for large blocks and avoids
 //    our extra copy) and the message is at least VENEER_P2P_MIN_BYTES.
@@ -188,7 +190,7 @@ inline std::shared_ptr<const datatypes::Layout> p2p_layout(const void* buf, int 
   if (!layout) return nullptr;
   const int64_t bytes = layout->size * count;
   if (bytes < (nonblocking ? c.p2p_nonblocking_min_bytes : c.p2p_min_bytes) || bytes > c.p2p_max_bytes ||
-      bytes > INT_MAX || layout->mean_block() > c.p2p_max_block)
+      bytes > INT_MAX || layout->mean_block() > (nonblocking ? c.p2p_nonblocking_max_block : c.p2p_max_block))
     return nullptr;
   if (c.send_rules) {
     const double mean_block =

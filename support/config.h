@@ -62,10 +62,12 @@ struct alignas(64) Config {
   // faces 1.04-1.37x on Open MPI but 0.82-0.85x on MPICH; 32 KB faces 1.15-1.19x
   // on Open MPI; 73 KB faces 1.33-1.39x on MPICH. Hence 16 KiB / 64 KiB.
   int64_t p2p_min_bytes = VENEER_DEFAULT_P2P_MIN_BYTES;
-  // The same for nonblocking sends and receives (Isend, Irecv, ...): equal to
-  // it, except under a profile's send tables, which time one blocking message
-  // at a time: there it stays at least the built-in value (interposer/switchboard.h).
+  // The same two bounds for nonblocking sends and receives (Isend, Irecv,
+  // ...): equal to them, except under a profile, whose tables time one
+  // blocking message at a time: there nonblocking calls keep the built-in
+  // bounds, measured on halo exchanges, as well (interposer/switchboard.h).
   int64_t p2p_nonblocking_min_bytes = VENEER_DEFAULT_P2P_MIN_BYTES;
+  int64_t p2p_nonblocking_max_block = VENEER_DEFAULT_P2P_MAX_BLOCK;
   ThresholdOrigin p2p_min_bytes_origin = ThresholdOrigin::built_in;
   // The calibrated profile's per-peer-level send tables (support/send_rule.h),
   // when it has them and the user set neither VENEER_P2P_MAX_BLOCK nor

@@ -243,6 +243,54 @@ TEST_F(SendRule, TakesOverPerPeerLevelWhereTheProfileMeasuredAGain) {
   reload_config();
 }
 
+// A halo exchange posts many nonblocking calls at once, which the tables (one
+// blocking message at a time) do not time: under a profile, Isend and Irecv
+// stay within the built-in bounds as well, even where a table says win.
+TEST_F(SendRule, NonblockingCallsKeepTheBuiltInBoundsUnderAProfile) {
+  const int me = world_rank();
+  topo::Profile p = profile_with_send_tables();
+  for (int64_t bytes : {int64_t{4096}, int64_t{65536}}) {
+    topo::P2pPoint pt;
+    pt.block = 512;
+    pt.bytes = bytes;
+    pt.library = {2e-5, 0.02};
+    pt.veneer = {1e-5, 0.02};
+    p.p2p->intra->points.push_back(pt);
+  }
+  p.p2p->intra->points.erase(std::remove_if(p.p2p->intra->points.begin(), p.p2p->intra->points.end(),
+                                            [](const topo::P2pPoint& pt) { return pt.block == 64; }),
+                             p.p2p->intra->points.end());
+  p.p2p->intra->max_block = 512;
+  char path[256] = {};
+  if (me == 0) {
+    std::snprintf(path, sizeof path, "%s/veneer_send_rule_nb_%d.json", ::testing::TempDir().c_str(), ::getpid());
+    ASSERT_FALSE(topo::write_profile(p, path).has_value());
+  }
+  MPI_Bcast(path, sizeof path, MPI_CHAR, 0, MPI_COMM_WORLD);
+  setenv("VENEER_PROFILE", path, 1);
+  const alg::ProfileInfo info = alg::load_profile(MPI_COMM_WORLD);
+  unsetenv("VENEER_PROFILE");
+  if (me == 0) std::remove(path);
+  ASSERT_TRUE(info.loaded()) << info.describe();
+  ASSERT_NE(config().send_rules, nullptr);
+  EXPECT_EQ(config().p2p_nonblocking_max_block, std::min<int64_t>(512, VENEER_DEFAULT_P2P_MAX_BLOCK));
+  Vector wide(8192, 64);  // 64 KiB of 512-byte blocks: a measured win, blocking, within a node
+  EXPECT_EQ(moved_by_veneer(wide, 64, 0, 1), me <= 1);
+  EXPECT_FALSE(moved_by_veneer(wide, 64, 0, 1, true));  // above the built-in block: the library
+  Vector narrow(8192, 1);                               // 8-byte blocks: within both bounds, taken either way
+  EXPECT_EQ(moved_by_veneer(narrow, 1, 0, 1, true), me <= 1);
+  EXPECT_EQ(moved_by_veneer(narrow, 1, 0, 1), me <= 1);
+  // The user's block threshold speaks for both kinds of call.
+  setenv("VENEER_P2P_MAX_BLOCK", "1024", 1);
+  reload_config();
+  EXPECT_EQ(config().p2p_nonblocking_max_block, 1024);
+  unsetenv("VENEER_P2P_MAX_BLOCK");
+  reload_config();
+  setenv("VENEER_PROFILE", "off", 1);
+  alg::load_profile(MPI_COMM_WORLD);
+  unsetenv("VENEER_PROFILE");
+}
+
 TEST_F(SendRule, BuiltInRuleWithoutAProfile) {
   setenv("VENEER_PROFILE", "off", 1);
   alg::load_profile(MPI_COMM_WORLD);

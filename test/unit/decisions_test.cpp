@@ -1,0 +1,92 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// The per-thread table of remembered collective decisions (algorithms/decisions.h):
+// call patterns that cycle through a few shapes keep all of them. No MPI calls.
+#include <gtest/gtest.h>
+
+#include <set>
+#include <vector>
+
+#include "algorithms/decisions.h"
+
+namespace veneer::test {
+namespace {
+
+namespace alg = veneer::algorithms;
+using alg::Collective;
+
+alg::DecisionKey bcast_key(int root, int count = 1) {
+  return {.comm = MPI_COMM_WORLD, .type = MPI_BYTE, .count = count, .root = root, .collective = Collective::bcast};
+}
+
+// Distinct, never dereferenced markers for "an algorithm was chosen".
+const alg::Algorithm* marker(size_t i) {
+  static const std::vector<alg::Algorithm> markers(64);
+  return &markers[i];
+}
+
+TEST(Decisions, EveryRootOfABroadcastHasItsOwnSet) {
+  // Every root used to share one slot: a rotating root missed on every call.
+  std::set<size_t> sets;
+  for (int root = 0; root < 16; ++root) sets.insert(alg::detail::set_of(bcast_key(root)));
+  EXPECT_GE(sets.size(), 12u);
+}
+
+TEST(Decisions, CollectiveOpAndInPlaceMoveTheSet) {
+  const alg::DecisionKey a{.comm = MPI_COMM_WORLD, .type = MPI_DOUBLE, .op = MPI_SUM, .count = 512};
+  alg::DecisionKey b = a;
+  b.collective = Collective::reduce;
+  alg::DecisionKey c = a;
+  c.in_place = true;
+  alg::DecisionKey d = a;
+  d.op = MPI_MAX;
+  const std::set<size_t> sets{alg::detail::set_of(a), alg::detail::set_of(b), alg::detail::set_of(c),
+                              alg::detail::set_of(d)};
+  EXPECT_GE(sets.size(), 3u);
+}
+
+TEST(Decisions, RotatingRootsAreAllRecalledAfterOneRound) {
+  alg::forget_decisions();
+  constexpr int kRanks = 8;
+  for (int root = 0; root < kRanks; ++root)
+    alg::remember_decision(bcast_key(root), {.algorithm = root % 2 ? marker(static_cast<size_t>(root)) : nullptr});
+  for (int round = 0; round < 3; ++round)
+    for (int root = 0; root < kRanks; ++root) {
+      const alg::Remembered* d = alg::recall_decision(bcast_key(root));
+      ASSERT_NE(d, nullptr) << "root " << root << ", round " << round;
+      EXPECT_EQ(d->algorithm, root % 2 ? marker(static_cast<size_t>(root)) : nullptr) << "root " << root;
+    }
+}
+
+TEST(Decisions, TwoShapesOfOneSetBothStay) {
+  alg::forget_decisions();
+  // Two keys that share a set: the second fill keeps the first as its second way.
+  const alg::DecisionKey first = bcast_key(0, 7);
+  alg::DecisionKey second = first;
+  for (int count = 8; count < 1 << 20; ++count) {
+    second = bcast_key(0, count);
+    if (alg::detail::set_of(second) == alg::detail::set_of(first)) break;
+  }
+  ASSERT_EQ(alg::detail::set_of(second), alg::detail::set_of(first));
+  alg::remember_decision(first, {.algorithm = marker(1)});
+  alg::remember_decision(second, {.algorithm = marker(2)});
+  for (int i = 0; i < 4; ++i) {
+    ASSERT_NE(alg::recall_decision(first), nullptr);
+    ASSERT_NE(alg::recall_decision(second), nullptr);
+    EXPECT_EQ(alg::recall_decision(first)->algorithm, marker(1));
+    EXPECT_EQ(alg::recall_decision(second)->algorithm, marker(2));
+  }
+  // Re-remembering the newest does not push out the other.
+  alg::remember_decision(second, {.algorithm = marker(3)});
+  ASSERT_NE(alg::recall_decision(first), nullptr);
+  EXPECT_EQ(alg::recall_decision(second)->algorithm, marker(3));
+}
+
+TEST(Decisions, ForgettingDropsEverything) {
+  alg::remember_decision(bcast_key(3), {.algorithm = marker(5)});
+  ASSERT_NE(alg::recall_decision(bcast_key(3)), nullptr);
+  alg::forget_decisions();
+  EXPECT_EQ(alg::recall_decision(bcast_key(3)), nullptr);
+}
+
+}  // namespace
+}  // namespace veneer::test
