@@ -20,6 +20,14 @@
 // both verified; it prints the medians and their ratio. Without Veneer
 // preloaded both are the library's, and the ratio shows the noise.
 //
+// --dims X,Y,Z sets the process grid (default: MPI_Dims_create). --reorder
+// first makes a distributed graph of the 26 neighbours over MPI_COMM_WORLD,
+// weighted by the cells each exchange carries, with reorder true, and
+// decomposes the domain by the rank in it (the process with new rank k
+// computes block k): a library or a preloaded Veneer that places ranks moves
+// neighbours onto one node. Launched round-robin over nodes, it shows what
+// placement gains.
+//
 // With --memory device the grid lives in device memory (bench/device_memory.h:
 // CUDA, or the emulator in CI) and a fourth method is timed: what GPU codes
 // do by hand when their library cannot read device memory: every region
@@ -64,6 +72,7 @@ const char* const kUsage =
     "                     [--iterations I] [--warmup W]\n"
     "                     [--method isend|neighbor|alltoallv|handpacked|all] [--json FILE]\n"
     "                     [--memory host|device] [--cuda-aware auto|yes|no] [--paired]\n"
+    "                     [--dims X,Y,Z] [--reorder]\n"
     "  --n N          local interior cells per dimension (default 24)\n"
     "  --nx/--ny/--nz local interior cells along x (fastest), y, z\n"
     "  --r R          halo radius in cells (default 1, at most the local size)\n"
@@ -74,6 +83,8 @@ const char* const kUsage =
     "  --memory M     where the grid lives: host (default) or device (GPU)\n"
     "  --cuda-aware A whether the library reads device memory: ask it (auto),\n"
     "                 or say so (yes: the emulator then lets it)\n"
+    "  --dims X,Y,Z   process grid (product = ranks; default MPI_Dims_create)\n"
+    "  --reorder      ranks from a weighted distributed graph made with reorder true\n"
     "  --paired       every iteration exchanges through MPI_ (Veneer, if preloaded)\n"
     "                 and through PMPI_ (the library), alternating: medians, ratio\n"
     "  handpacked     (device memory only) 2-D device copies of every region to\n"
@@ -89,8 +100,10 @@ struct Options {
   bool all_methods = true;
   std::string json_path;
   bool device = false;
-  int cuda_aware = -1;  // -1: ask the library
-  bool paired = false;  // time MPI_ and PMPI_ in the same run
+  int cuda_aware = -1;    // -1: ask the library
+  bool paired = false;    // time MPI_ and PMPI_ in the same run
+  Offset3 dims{0, 0, 0};  // process grid, z y x (0: MPI_Dims_create)
+  bool reorder = false;   // ranks from a distributed graph made with reorder true
 };
 
 std::optional<int64_t> parse_count(const char* text, int64_t min_value) {
@@ -109,6 +122,10 @@ std::pair<std::optional<Options>, std::string> parse_options(int argc, char** ar
     if (flag == "--help" || flag == "-h") return {std::nullopt, ""};
     if (flag == "--paired") {
       o.paired = true;
+      continue;
+    }
+    if (flag == "--reorder") {
+      o.reorder = true;
       continue;
     }
     if (a + 1 >= argc) return {std::nullopt, "missing value after " + flag};
@@ -149,6 +166,11 @@ std::pair<std::optional<Options>, std::string> parse_options(int argc, char** ar
       } else {
         return {std::nullopt, "unknown method '" + std::string(m) + "'"};
       }
+    } else if (flag == "--dims") {
+      // X,Y,Z: x fastest, stored z y x like the cells.
+      int x = 0, y = 0, z = 0, used = 0;
+      ok = std::sscanf(value, "%d,%d,%d%n", &x, &y, &z, &used) == 3 && value[used] == '\0' && x > 0 && y > 0 && z > 0;
+      o.dims = {z, y, x};
     } else if (flag == "--json") {
       o.json_path = value;
     } else if (flag == "--memory") {
@@ -699,6 +721,34 @@ const char* preload() {
 // "veneer" in their names (the MPICH tests' yield helper).
 bool veneer_preloaded() { return veneer::bench::veneer_loaded(); }
 
+// --reorder: the 26-neighbour graph of the process grid over MPI_COMM_WORLD
+// (block k at the grid position of rank k, row-major like a Cartesian
+// communicator), each edge weighted by the doubles it carries, made with
+// reorder true. The grid is then laid on its ranks: new rank k computes block k.
+Communicator place_by_graph(const Options& o, const Offset3& grid) {
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  const Offset3 coords{rank / (grid[1] * grid[2]), rank / grid[2] % grid[1], rank % grid[2]};
+  const auto dirs = neighbour_directions();
+  std::array<int, kNeighbours> sources{}, destinations{}, weights{};
+  for (int i = 0; i < kNeighbours; ++i) {
+    int ahead = 0, behind = 0;
+    int64_t doubles = o.quantities;
+    for (int k = 0; k < 3; ++k) {
+      ahead = ahead * grid[k] + (coords[k] + dirs[i][k] + grid[k]) % grid[k];
+      behind = behind * grid[k] + (coords[k] - dirs[i][k] + grid[k]) % grid[k];
+      doubles *= dirs[i][k] == 0 ? o.cells[k] : o.radius;  // the region sent towards dirs[i]
+    }
+    destinations[i] = ahead;
+    sources[i] = behind;
+    weights[i] = static_cast<int>(std::min<int64_t>(doubles, std::numeric_limits<int>::max()));
+  }
+  MPI_Comm graph = MPI_COMM_NULL;
+  MPI_Dist_graph_create_adjacent(MPI_COMM_WORLD, kNeighbours, sources.data(), weights.data(), kNeighbours,
+                                 destinations.data(), weights.data(), MPI_INFO_NULL, 1, &graph);
+  return Communicator(graph);
+}
+
 int run(Options o, const veneer::bench::DeviceChoice& device) {
   int size = 0, rank = 0;
   MPI_Comm_size(MPI_COMM_WORLD, &size);
@@ -743,14 +793,26 @@ int run(Options o, const veneer::bench::DeviceChoice& device) {
           "own workaround runs (handpacked: 2-D device copies to pinned host memory, contiguous sends)\n");
   }
 
-  Offset3 grid{};
-  MPI_Dims_create(size, 3, grid.data());
+  Offset3 grid = o.dims;
+  if (grid[0] == 0) {
+    MPI_Dims_create(size, 3, grid.data());
+  } else if (grid[0] * grid[1] * grid[2] != size) {
+    if (rank == 0) std::fprintf(stderr, "halo3d: --dims %dx%dx%d is not %d ranks\n", grid[2], grid[1], grid[0], size);
+    return 2;
+  }
   const Offset3 periodic{1, 1, 1};
+  // --reorder: the grid is made on the ranks of a placed distributed graph.
+  Communicator placed;
+  if (o.reorder) placed = place_by_graph(o, grid);
   MPI_Comm cart_handle;
-  MPI_Cart_create(MPI_COMM_WORLD, 3, grid.data(), periodic.data(), 0, &cart_handle);
+  MPI_Cart_create(o.reorder ? placed.get() : MPI_COMM_WORLD, 3, grid.data(), periodic.data(), 0, &cart_handle);
   Communicator cart(cart_handle);
   Offset3 coords{};
-  MPI_Cart_coords(cart.get(), rank, 3, coords.data());
+  int cart_rank = 0;
+  MPI_Comm_rank(cart.get(), &cart_rank);
+  MPI_Cart_coords(cart.get(), cart_rank, 3, coords.data());
+  int moved = cart_rank != rank ? 1 : 0;
+  MPI_Allreduce(MPI_IN_PLACE, &moved, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
 
   for (int k = 0; k < 3; ++k) {
     if (o.cells[k] + 2 * o.radius > std::numeric_limits<int>::max() / 2) {
@@ -782,6 +844,8 @@ int run(Options o, const veneer::bench::DeviceChoice& device) {
                 size, grid[2], grid[1], grid[0], o.cells[2], o.cells[1], o.cells[0], o.radius, o.quantities,
                 o.iterations, o.warmup);
     std::printf("halo3d: %s; Veneer preloaded: %s\n", library_version().c_str(), veneer_preloaded() ? "yes" : "no");
+    if (o.reorder)
+      std::printf("halo3d: --reorder: %d of %d ranks compute another block than their own rank's\n", moved, size);
     if (o.device)
       std::printf("halo3d: grid in device memory (%s); the library %s CUDA-aware\n", device.name.c_str(),
                   cuda_aware ? "is" : "is not");
@@ -903,11 +967,14 @@ int run(Options o, const veneer::bench::DeviceChoice& device) {
                    "\"cuda_aware\":%s,\"ranks\":%d,"
                    "\"process_grid\":[%d,%d,%d],\"cells\":[%" PRId64 ",%" PRId64 ",%" PRId64 "],\"radius\":%" PRId64
                    ",\"quantities\":%" PRId64 ",\"iterations\":%" PRId64 ",\"warmup\":%" PRId64
-                   ",\"bytes_per_exchange_per_rank\":%" PRId64 ",\"verified\":%" PRId64 ",\"paired\":%s,\"results\":[",
+                   ",\"bytes_per_exchange_per_rank\":%" PRId64 ",\"verified\":%" PRId64
+                   ",\"paired\":%s,"
+                   "\"reorder\":%s,\"ranks_moved\":%d,\"results\":[",
                    json_escape(library_version()).c_str(), json_escape(preload()).c_str(),
                    veneer_preloaded() ? "true" : "false", o.device ? "device" : "host", cuda_aware ? "true" : "false",
                    size, grid[2], grid[1], grid[0], o.cells[2], o.cells[1], o.cells[0], o.radius, o.quantities,
-                   o.iterations, o.warmup, halo.bytes_sent(), verified, o.paired ? "true" : "false");
+                   o.iterations, o.warmup, halo.bytes_sent(), verified, o.paired ? "true" : "false",
+                   o.reorder ? "true" : "false", moved);
       for (size_t m = 0; m < results.size(); ++m) {
         double bytes = static_cast<double>(halo.bytes_sent());
         std::fprintf(f,

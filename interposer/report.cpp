@@ -19,6 +19,7 @@
 namespace veneer {
 
 std::string collectives_report_text();  // defined by the collectives glue
+std::string placement_report_text();    // interposer/topology_create.cpp
 
 namespace {
 constexpr int kCounters = static_cast<int>(Counter::count_);
@@ -115,6 +116,8 @@ void print_report() {
                  static_cast<long long>(topology::communicators_created()));
     const std::string coll = collectives_report_text();
     if (!coll.empty()) std::fprintf(out, "%s", coll.c_str());
+    const std::string placement = placement_report_text();
+    if (!placement.empty()) std::fprintf(out, "%s", placement.c_str());
   }
   if (opened) std::fclose(out);
   else std::fflush(out);

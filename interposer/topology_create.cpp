@@ -1,0 +1,458 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Process topologies created with reorder true: MPI_Dist_graph_create_adjacent,
+// MPI_Dist_graph_create, MPI_Cart_create and MPI_Graph_create. Where the
+// communicator spans several nodes (pretend nodes count), Veneer partitions
+// the communication graph over the nodes (topology/placement.h) and, when
+// that cuts less weight between nodes, makes the topology on a reordered
+// communicator: PMPI_Comm_split with key = the vertex each process plays,
+// then the library's own constructor with reorder false. Every query and
+// neighbourhood collective on the result is the library's own answer there.
+//
+// The process that gets new rank k plays graph vertex k (as the standard
+// reads): vertex ids in every list are new ranks, so the lists pass
+// unchanged, and only the adjacent form, where a process's lists are its own
+// vertex's, hands vertex k's lists (gathered from old rank k) to new rank k.
+//
+// Everything else goes to the library untouched: reorder false, one node,
+// VENEER_PLACEMENT=0 or VENEER_DISABLE=1, arguments Veneer does not read
+// (the library then reports its own errors), a Cartesian or graph topology
+// over fewer processes than the communicator, or no gain.
+#include <mpi.h>
+
+#include <dlfcn.h>
+
+#include <array>
+#include <climits>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "algorithms/state.h"
+#include "support/config.h"
+#include "support/log.h"
+#include "topology/hierarchy.h"
+#include "topology/placement.h"
+
+namespace veneer {
+// For the end-of-run report (interposer/report.cpp).
+std::string placement_report_text();
+}  // namespace veneer
+
+namespace {
+
+using namespace veneer;
+using topology::CommGraph;
+using topology::Edge;
+using topology::Placement;
+
+// The next definition after Veneer's (a tool preloaded behind it), else the library's.
+template <class Fn>
+Fn next_of(const char* symbol, Fn library) {
+  void* f = dlsym(RTLD_NEXT, symbol);
+  return f ? reinterpret_cast<Fn>(f) : library;
+}
+auto next_dist_graph_adjacent() {
+  static const auto fn = next_of("MPI_Dist_graph_create_adjacent", &PMPI_Dist_graph_create_adjacent);
+  return fn;
+}
+auto next_dist_graph() {
+  static const auto fn = next_of("MPI_Dist_graph_create", &PMPI_Dist_graph_create);
+  return fn;
+}
+auto next_cart() {
+  static const auto fn = next_of("MPI_Cart_create", &PMPI_Cart_create);
+  return fn;
+}
+auto next_graph() {
+  static const auto fn = next_of("MPI_Graph_create", &PMPI_Graph_create);
+  return fn;
+}
+
+// The switch: VENEER_DISABLE=1 or VENEER_PLACEMENT=0 turn placement off
+// (read at each call: topologies are made rarely).
+bool placement_enabled() {
+  if (!config().enabled) return false;
+  const char* v = std::getenv("VENEER_PLACEMENT");
+  return !v || std::strcmp(v, "0") != 0;
+}
+
+// What the report shows: how many topologies were placed or left, and the last few cuts.
+struct Record {
+  std::mutex lock;
+  int64_t placed = 0, kept = 0;
+  std::vector<std::string> recent;  // at most kRecent
+};
+constexpr size_t kRecent = 4;
+Record& record() {
+  static Record r;
+  return r;
+}
+void remember(const char* call, const topology::Hierarchy& h, const Placement& p, bool taken) {
+  Record& r = record();
+  const std::string line =
+      std::string(call) + " on " + h.describe() + ": " + p.describe() + (taken ? ", placed" : ", kept (no gain)");
+  {
+    const std::lock_guard<std::mutex> hold(r.lock);
+    (taken ? r.placed : r.kept) += 1;
+    if (r.recent.size() == kRecent) r.recent.erase(r.recent.begin());
+    r.recent.push_back(line);
+  }
+  if (h.rank == 0) log(LogLevel::info, "placement: %s", line.c_str());
+}
+
+// Whether a byte between nodes costs more than one within a node: the
+// calibrated profile's fits where both levels were fitted (a 64 KiB message
+// each way), else assumed (with no profile a smaller cut is the gain).
+bool network_costs_more() {
+  const auto model = algorithms::current_model();
+  if (!model || !model->fitted_intra || !model->fitted_inter) return true;
+  constexpr double kBytes = 65536;
+  return model->inter.alpha + kBytes * model->inter.beta > model->intra.alpha + kBytes * model->intra.beta;
+}
+
+// The placement of `g` on h's nodes, where it is predicted to gain; nullopt: keep the identity.
+std::optional<Placement> worth_placing(const char* call, const topology::Hierarchy& h, const CommGraph& g) {
+  Placement p = topology::place(g, h.node_of_rank, h.node_count);
+  const bool taken = p.moves() && p.cut_after < p.cut_before && network_costs_more();
+  remember(call, h, p, taken);
+  if (!taken) return std::nullopt;
+  return p;
+}
+
+// The hierarchy of comm where placement may apply (several nodes), else null.
+const topology::Hierarchy* nodes_of(MPI_Comm comm) {
+  if (comm == MPI_COMM_NULL) return nullptr;
+  int rc = MPI_SUCCESS;
+  const topology::Hierarchy* h = topology::hierarchy(comm, &rc);
+  return h && h->node_count > 1 ? h : nullptr;
+}
+
+// The reordered communicator: this process gets new rank `vertex`.
+// RAII so that it is freed once the topology is made on it.
+struct Reordered {
+  MPI_Comm comm = MPI_COMM_NULL;
+  int rc = MPI_SUCCESS;
+  Reordered(MPI_Comm old, int vertex) { rc = PMPI_Comm_split(old, 0, vertex, &comm); }
+  Reordered(const Reordered&) = delete;
+  Reordered& operator=(const Reordered&) = delete;
+  ~Reordered() {
+    if (comm != MPI_COMM_NULL) PMPI_Comm_free(&comm);
+  }
+};
+
+// Every rank agrees to place: the arguments that the standard says are the
+// same everywhere (Cartesian and graph forms) hash alike, and every rank
+// found a gain. One allreduce; false (pass through) on any disagreement.
+bool all_agree(MPI_Comm comm, bool mine, uint32_t hash) {
+  const int h = static_cast<int>(hash & 0x3fffffffU);
+  std::array<int, 3> v{mine ? 1 : 0, h, -h}, all{};
+  if (PMPI_Allreduce(v.data(), all.data(), 3, MPI_INT, MPI_MIN, comm) != MPI_SUCCESS) return false;
+  return all[0] == 1 && all[1] == h && -all[2] == h;
+}
+
+uint32_t fnv(uint32_t h, int value) {
+  for (int b = 0; b < 4; ++b) h = (h ^ ((static_cast<uint32_t>(value) >> (8 * b)) & 0xffU)) * 16777619U;
+  return h;
+}
+
+// ---- MPI_Dist_graph_create_adjacent ----
+
+enum Weights : int { unweighted = 0, weighted = 1, empty = 2 };
+int weights_kind(const int* w) {
+  if (w == MPI_UNWEIGHTED) return unweighted;
+  if (w == MPI_WEIGHTS_EMPTY) return empty;
+  return weighted;
+}
+const int* weights_pointer(int kind, const int* values) {
+  if (kind == unweighted) return MPI_UNWEIGHTED;
+  if (kind == empty) return MPI_WEIGHTS_EMPTY;
+  return values;
+}
+
+// One side (in or out) of this process's lists, as the library would read it.
+bool side_valid(int degree, const int* ranks, const int* weights, int size) {
+  if (degree < 0 || (degree > 0 && !ranks)) return false;
+  if (weights_kind(weights) == empty && degree > 0) return false;
+  const bool has_weights = weights_kind(weights) == weighted;
+  if (has_weights && degree > 0 && !weights) return false;
+  for (int i = 0; i < degree; ++i)
+    if (ranks[i] < 0 || ranks[i] >= size || (has_weights && weights[i] < 0)) return false;
+  return true;
+}
+
+// Every process's lists, gathered: per rank its header and its words
+// (sources, source weights, destinations, destination weights).
+struct AdjacentLists {
+  static constexpr int kHeader = 5;  // indegree, outdegree, source kind, destination kind, valid
+  std::vector<int> headers;
+  std::vector<int> words;
+  std::vector<int64_t> first;  // rank -> index of its first word
+  int indegree(int r) const { return headers[static_cast<size_t>(kHeader * r)]; }
+  int outdegree(int r) const { return headers[static_cast<size_t>(kHeader * r + 1)]; }
+  int source_kind(int r) const { return headers[static_cast<size_t>(kHeader * r + 2)]; }
+  int destination_kind(int r) const { return headers[static_cast<size_t>(kHeader * r + 3)]; }
+  int64_t count(int r) const {
+    return int64_t{indegree(r)} * (source_kind(r) == weighted ? 2 : 1) +
+           int64_t{outdegree(r)} * (destination_kind(r) == weighted ? 2 : 1);
+  }
+  const int* sources(int r) const { return words.data() + first[static_cast<size_t>(r)]; }
+  const int* source_weights(int r) const { return sources(r) + indegree(r); }
+  const int* destinations(int r) const { return source_weights(r) + (source_kind(r) == weighted ? indegree(r) : 0); }
+  const int* destination_weights(int r) const { return destinations(r) + outdegree(r); }
+};
+
+// Gathers the lists (two allgathers on comm). False: pass through (some
+// process's arguments are not valid, or mix weighted and unweighted, or too
+// large for one gather); *rc a library error, if one happened.
+bool gather_adjacent(MPI_Comm comm, int size, int indegree, const int* sources, const int* sourceweights, int outdegree,
+                     const int* destinations, const int* destweights, AdjacentLists& all, int* rc) {
+  const bool valid =
+      side_valid(indegree, sources, sourceweights, size) && side_valid(outdegree, destinations, destweights, size);
+  const std::array<int, AdjacentLists::kHeader> mine{valid ? indegree : 0, valid ? outdegree : 0,
+                                                     weights_kind(sourceweights), weights_kind(destweights),
+                                                     valid ? 1 : 0};
+  all.headers.resize(static_cast<size_t>(AdjacentLists::kHeader) * static_cast<size_t>(size));
+  *rc = PMPI_Allgather(mine.data(), AdjacentLists::kHeader, MPI_INT, all.headers.data(), AdjacentLists::kHeader,
+                       MPI_INT, comm);
+  if (*rc != MPI_SUCCESS) return false;
+  // MPI_UNWEIGHTED on all processes or on none (MPI_WEIGHTS_EMPTY goes with either).
+  bool any_unweighted = false, any_weighted = false;
+  int64_t total = 0;
+  std::vector<int> counts(static_cast<size_t>(size)), displs(static_cast<size_t>(size));
+  all.first.resize(static_cast<size_t>(size));
+  for (int r = 0; r < size; ++r) {
+    if (!all.headers[static_cast<size_t>(AdjacentLists::kHeader * r + 4)]) return false;
+    for (int kind : {all.source_kind(r), all.destination_kind(r)}) {
+      any_unweighted = any_unweighted || kind == unweighted;
+      any_weighted = any_weighted || kind == weighted;
+    }
+    all.first[static_cast<size_t>(r)] = total;
+    if (total > INT_MAX) return false;
+    displs[static_cast<size_t>(r)] = static_cast<int>(total);
+    counts[static_cast<size_t>(r)] = static_cast<int>(all.count(r));
+    total += all.count(r);
+  }
+  if ((any_unweighted && any_weighted) || total > INT_MAX) return false;
+  std::vector<int> my_words;
+  my_words.insert(my_words.end(), sources, sources + indegree);
+  if (weights_kind(sourceweights) == weighted) my_words.insert(my_words.end(), sourceweights, sourceweights + indegree);
+  my_words.insert(my_words.end(), destinations, destinations + outdegree);
+  if (weights_kind(destweights) == weighted) my_words.insert(my_words.end(), destweights, destweights + outdegree);
+  all.words.resize(static_cast<size_t>(total));
+  int rank = 0;
+  *rc = PMPI_Comm_rank(comm, &rank);
+  if (*rc != MPI_SUCCESS) return false;
+  *rc = PMPI_Allgatherv(my_words.data(), counts[static_cast<size_t>(rank)], MPI_INT, all.words.data(), counts.data(),
+                        displs.data(), MPI_INT, comm);
+  return *rc == MPI_SUCCESS;
+}
+
+// The graph of the lists: every out-edge with its weight, every in-edge with
+// its own (both ends declare an edge, so each counts twice; unweighted: 1).
+CommGraph graph_of(const AdjacentLists& all, int size) {
+  std::vector<Edge> edges;
+  for (int r = 0; r < size; ++r) {
+    for (int i = 0; i < all.indegree(r); ++i)
+      edges.push_back({all.sources(r)[i], r, all.source_kind(r) == weighted ? all.source_weights(r)[i] : 1});
+    for (int i = 0; i < all.outdegree(r); ++i)
+      edges.push_back(
+          {r, all.destinations(r)[i], all.destination_kind(r) == weighted ? all.destination_weights(r)[i] : 1});
+  }
+  return topology::make_graph(size, edges);
+}
+
+// ---- MPI_Dist_graph_create ----
+
+// Every process's edges, gathered as (source, destination, weight) triples.
+// False: pass through (invalid arguments somewhere, weighted mixed with
+// unweighted, too large); *rc a library error, if one happened.
+bool gather_edges(MPI_Comm comm, int size, int n, const int* nodes, const int* degrees, const int* targets,
+                  const int* weights, std::vector<Edge>& edges, int* rc) {
+  std::vector<int> triples;
+  bool valid = n >= 0 && (n == 0 || (nodes && degrees)) && (weights_kind(weights) != weighted || weights || n == 0);
+  int64_t at = 0;
+  for (int i = 0; valid && i < n; ++i) {
+    valid = nodes[i] >= 0 && nodes[i] < size && degrees[i] >= 0 && (degrees[i] == 0 || targets);
+    for (int j = 0; valid && j < degrees[i]; ++j, ++at) {
+      const int w = weights_kind(weights) == weighted ? weights[at] : 1;
+      valid = targets[at] >= 0 && targets[at] < size && w >= 0 && (weights_kind(weights) != empty);
+      triples.insert(triples.end(), {nodes[i], targets[at], w});
+    }
+  }
+  valid = valid && triples.size() <= INT_MAX;
+  if (!valid) triples.clear();
+  const std::array<int, 3> mine{valid ? 1 : 0, static_cast<int>(triples.size()), weights_kind(weights)};
+  std::vector<int> headers(3 * static_cast<size_t>(size));
+  *rc = PMPI_Allgather(mine.data(), 3, MPI_INT, headers.data(), 3, MPI_INT, comm);
+  if (*rc != MPI_SUCCESS) return false;
+  bool any_unweighted = false, any_weighted = false;
+  std::vector<int> counts(static_cast<size_t>(size)), displs(static_cast<size_t>(size));
+  int64_t total = 0;
+  for (int r = 0; r < size; ++r) {
+    const auto h = static_cast<size_t>(3 * r);
+    if (!headers[h]) return false;
+    any_unweighted = any_unweighted || headers[h + 2] == unweighted;
+    any_weighted = any_weighted || headers[h + 2] == weighted;
+    if (total > INT_MAX) return false;
+    displs[static_cast<size_t>(r)] = static_cast<int>(total);
+    counts[static_cast<size_t>(r)] = headers[h + 1];
+    total += headers[h + 1];
+  }
+  if ((any_unweighted && any_weighted) || total > INT_MAX) return false;
+  std::vector<int> everything(static_cast<size_t>(total));
+  *rc = PMPI_Allgatherv(triples.data(), static_cast<int>(triples.size()), MPI_INT, everything.data(), counts.data(),
+                        displs.data(), MPI_INT, comm);
+  if (*rc != MPI_SUCCESS) return false;
+  edges.reserve(everything.size() / 3);
+  for (size_t i = 0; i + 2 < everything.size(); i += 3)
+    edges.push_back({everything[i], everything[i + 1], everything[i + 2]});
+  return true;
+}
+
+// ---- MPI_Cart_create ----
+
+// The grid's edges: each process to its neighbours at -1 and +1 in every
+// dimension (wrapping where periodic), weighted by the face between them.
+// Without the application's domain, Veneer takes it as a cube split evenly
+// over the grid: the face normal to dimension d then has an area
+// proportional to dims[d], the weight of the edges along d.
+std::vector<Edge> grid_edges(int ndims, const int* dims, const int* periods, int vertices) {
+  std::vector<Edge> edges;
+  std::vector<int> coords(static_cast<size_t>(ndims));
+  for (int v = 0; v < vertices; ++v) {
+    for (int d = ndims - 1, rest = v; d >= 0; --d) {  // row-major: the last dimension fastest
+      coords[static_cast<size_t>(d)] = rest % dims[d];
+      rest /= dims[d];
+    }
+    int64_t stride = 1;
+    for (int d = ndims - 1; d >= 0; --d) {
+      for (int step : {-1, 1}) {
+        int c = coords[static_cast<size_t>(d)] + step;
+        if (c < 0 || c >= dims[d]) {
+          if (!periods[d]) continue;
+          c = (c + dims[d]) % dims[d];
+        }
+        const int64_t u = v + (c - coords[static_cast<size_t>(d)]) * stride;
+        edges.push_back({v, static_cast<int>(u), dims[d]});
+      }
+      stride *= dims[d];
+    }
+  }
+  return edges;
+}
+
+}  // namespace
+
+extern "C" int MPI_Dist_graph_create_adjacent(MPI_Comm comm_old, int indegree, const int sources[],
+                                              const int sourceweights[], int outdegree, const int destinations[],
+                                              const int destweights[], MPI_Info info, int reorder,
+                                              MPI_Comm* comm_dist_graph) {
+  auto pass = [&] {
+    return next_dist_graph_adjacent()(comm_old, indegree, sources, sourceweights, outdegree, destinations, destweights,
+                                      info, reorder, comm_dist_graph);
+  };
+  if (!reorder || !placement_enabled()) return pass();
+  const topology::Hierarchy* h = nodes_of(comm_old);
+  if (!h) return pass();
+  AdjacentLists all;
+  int rc = MPI_SUCCESS;
+  if (!gather_adjacent(comm_old, h->size, indegree, sources, sourceweights, outdegree, destinations, destweights, all,
+                       &rc))
+    return rc != MPI_SUCCESS ? rc : pass();
+  const auto placed = worth_placing("MPI_Dist_graph_create_adjacent", *h, graph_of(all, h->size));
+  if (!placed) return pass();
+  const int k = placed->vertex_of_rank[static_cast<size_t>(h->rank)];
+  const Reordered reordered(comm_old, k);
+  if (reordered.rc != MPI_SUCCESS) return reordered.rc;
+  // This process plays vertex k: the lists old rank k gave.
+  return next_dist_graph_adjacent()(
+      reordered.comm, all.indegree(k), all.sources(k), weights_pointer(all.source_kind(k), all.source_weights(k)),
+      all.outdegree(k), all.destinations(k), weights_pointer(all.destination_kind(k), all.destination_weights(k)), info,
+      0, comm_dist_graph);
+}
+
+extern "C" int MPI_Dist_graph_create(MPI_Comm comm_old, int n, const int nodes[], const int degrees[],
+                                     const int targets[], const int weights[], MPI_Info info, int reorder,
+                                     MPI_Comm* newcomm) {
+  auto pass = [&] { return next_dist_graph()(comm_old, n, nodes, degrees, targets, weights, info, reorder, newcomm); };
+  if (!reorder || !placement_enabled()) return pass();
+  const topology::Hierarchy* h = nodes_of(comm_old);
+  if (!h) return pass();
+  std::vector<Edge> edges;
+  int rc = MPI_SUCCESS;
+  if (!gather_edges(comm_old, h->size, n, nodes, degrees, targets, weights, edges, &rc))
+    return rc != MPI_SUCCESS ? rc : pass();
+  const auto placed = worth_placing("MPI_Dist_graph_create", *h, topology::make_graph(h->size, edges));
+  if (!placed) return pass();
+  const Reordered reordered(comm_old, placed->vertex_of_rank[static_cast<size_t>(h->rank)]);
+  if (reordered.rc != MPI_SUCCESS) return reordered.rc;
+  // Vertex ids are new ranks: every process's edges stay as it gave them.
+  return next_dist_graph()(reordered.comm, n, nodes, degrees, targets, weights, info, 0, newcomm);
+}
+
+extern "C" int MPI_Cart_create(MPI_Comm comm_old, int ndims, const int dims[], const int periods[], int reorder,
+                               MPI_Comm* comm_cart) {
+  auto pass = [&] { return next_cart()(comm_old, ndims, dims, periods, reorder, comm_cart); };
+  if (!reorder || !placement_enabled() || ndims <= 0 || !dims || !periods) return pass();
+  const topology::Hierarchy* h = nodes_of(comm_old);
+  if (!h) return pass();
+  // Only a grid of exactly the communicator's processes (others get MPI_COMM_NULL: left to the library).
+  int64_t vertices = 1;
+  uint32_t hash = fnv(2166136261U, ndims);
+  for (int d = 0; d < ndims; ++d) {
+    vertices = dims[d] > 0 ? vertices * dims[d] : 0;
+    if (vertices > h->size) vertices = 0;
+    hash = fnv(fnv(hash, dims[d]), periods[d] ? 1 : 0);
+  }
+  std::optional<Placement> placed;
+  if (vertices == h->size)
+    placed =
+        worth_placing("MPI_Cart_create", *h, topology::make_graph(h->size, grid_edges(ndims, dims, periods, h->size)));
+  if (!all_agree(comm_old, placed.has_value(), hash)) return pass();
+  const Reordered reordered(comm_old, placed->vertex_of_rank[static_cast<size_t>(h->rank)]);
+  if (reordered.rc != MPI_SUCCESS) return reordered.rc;
+  return next_cart()(reordered.comm, ndims, dims, periods, 0, comm_cart);
+}
+
+extern "C" int MPI_Graph_create(MPI_Comm comm_old, int nnodes, const int index[], const int edges[], int reorder,
+                                MPI_Comm* comm_graph) {
+  auto pass = [&] { return next_graph()(comm_old, nnodes, index, edges, reorder, comm_graph); };
+  if (!reorder || !placement_enabled() || nnodes <= 0 || !index) return pass();
+  const topology::Hierarchy* h = nodes_of(comm_old);
+  if (!h) return pass();
+  // Every process passes the whole graph; only one over all of comm's processes is placed.
+  std::vector<Edge> list;
+  uint32_t hash = fnv(2166136261U, nnodes);
+  bool valid = nnodes == h->size && (index[nnodes - 1] == 0 || edges);
+  for (int v = 0; valid && v < nnodes; ++v) {
+    const int begin = v ? index[v - 1] : 0;
+    valid = begin >= 0 && index[v] >= begin;
+    for (int e = begin; valid && e < index[v]; ++e) {
+      valid = edges[e] >= 0 && edges[e] < nnodes;
+      list.push_back({v, edges[e], 1});
+      hash = fnv(fnv(hash, v), edges[e]);
+    }
+  }
+  std::optional<Placement> placed;
+  if (valid) placed = worth_placing("MPI_Graph_create", *h, topology::make_graph(h->size, list));
+  if (!all_agree(comm_old, placed.has_value(), hash)) return pass();
+  const Reordered reordered(comm_old, placed->vertex_of_rank[static_cast<size_t>(h->rank)]);
+  if (reordered.rc != MPI_SUCCESS) return reordered.rc;
+  return next_graph()(reordered.comm, nnodes, index, edges, 0, comm_graph);
+}
+
+namespace veneer {
+std::string placement_report_text() {
+  Record& r = record();
+  const std::lock_guard<std::mutex> hold(r.lock);
+  if (r.placed + r.kept == 0) return {};
+  std::string text = "  placement (topologies, reorder true): " + std::to_string(r.placed) + " placed, " +
+                     std::to_string(r.kept) + " kept\n";
+  for (const std::string& line : r.recent) text += "    " + line + "\n";
+  return text;
+}
+}  // namespace veneer
