@@ -665,8 +665,8 @@ struct MethodResult {
   std::string method;
   double seconds_per_exchange = 0;  // mean over iterations, max over ranks
   double min_seconds = 0;           // fastest single exchange, max over ranks
-  // --paired: per exchange the slowest rank's time, then over the iterations
-  // the median (and the fastest, and for the library the mean) of each side.
+  // Per exchange the slowest rank's time, then over the iterations the median
+  // (--paired: also the fastest, and for the library the mean, of each side).
   double median_seconds = 0;
   double library_median_seconds = 0, library_min_seconds = 0, library_seconds_per_exchange = 0;
 };
@@ -940,18 +940,21 @@ int run(Options o, const veneer::bench::DeviceChoice& device) {
       continue;
     }
     double total = 0, best = std::numeric_limits<double>::infinity();
+    std::vector<double> times;  // per timed exchange, then the slowest rank's
     for (int64_t it = 0; it < per_method; ++it) {
       double elapsed = 0;
       if (!exchange_checked(method, kMpiCalls, elapsed)) return 1;
       if (it >= o.warmup) {
         total += elapsed;
         best = std::min(best, elapsed);
+        times.push_back(elapsed);
       }
     }
     double local[2] = {total / static_cast<double>(o.iterations), best};
     double slowest[2] = {0, 0};
     MPI_Reduce(local, slowest, 2, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
-    results.push_back({method, slowest[0], slowest[1]});
+    MPI_Allreduce(MPI_IN_PLACE, times.data(), static_cast<int>(times.size()), MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    results.push_back({method, slowest[0], slowest[1], median(times)});
     if (rank == 0) {
       double bytes = static_cast<double>(halo.bytes_sent());
       std::printf("%-10s %16.2f %16.2f %20" PRId64 " %16.3f %16.3f\n", method.c_str(), slowest[0] * 1e6,
@@ -982,6 +985,7 @@ int run(Options o, const veneer::bench::DeviceChoice& device) {
                      "\"gbytes_per_s_per_rank\":%.6g",
                      m ? "," : "", results[m].method.c_str(), results[m].seconds_per_exchange, results[m].min_seconds,
                      bytes / results[m].seconds_per_exchange / 1e9);
+        if (!o.paired) std::fprintf(f, ",\"median_seconds\":%.9g", results[m].median_seconds);
         if (o.paired)
           std::fprintf(f,
                        ",\"median_seconds\":%.9g,\"library_median_seconds\":%.9g,\"library_best_seconds\":%.9g,"

@@ -191,10 +191,12 @@ struct AdjacentLists {
   std::vector<int> headers;
   std::vector<int> words;
   std::vector<int64_t> first;  // rank -> index of its first word
-  int indegree(int r) const { return headers[static_cast<size_t>(kHeader * r)]; }
-  int outdegree(int r) const { return headers[static_cast<size_t>(kHeader * r + 1)]; }
-  int source_kind(int r) const { return headers[static_cast<size_t>(kHeader * r + 2)]; }
-  int destination_kind(int r) const { return headers[static_cast<size_t>(kHeader * r + 3)]; }
+  int field(int r, int f) const { return headers[kHeader * static_cast<size_t>(r) + static_cast<size_t>(f)]; }
+  int indegree(int r) const { return field(r, 0); }
+  int outdegree(int r) const { return field(r, 1); }
+  int source_kind(int r) const { return field(r, 2); }
+  int destination_kind(int r) const { return field(r, 3); }
+  bool valid(int r) const { return field(r, 4) != 0; }
   int64_t count(int r) const {
     return int64_t{indegree(r)} * (source_kind(r) == weighted ? 2 : 1) +
            int64_t{outdegree(r)} * (destination_kind(r) == weighted ? 2 : 1);
@@ -225,7 +227,7 @@ bool gather_adjacent(MPI_Comm comm, int size, int indegree, const int* sources, 
   std::vector<int> counts(static_cast<size_t>(size)), displs(static_cast<size_t>(size));
   all.first.resize(static_cast<size_t>(size));
   for (int r = 0; r < size; ++r) {
-    if (!all.headers[static_cast<size_t>(AdjacentLists::kHeader * r + 4)]) return false;
+    if (!all.valid(r)) return false;
     for (int kind : {all.source_kind(r), all.destination_kind(r)}) {
       any_unweighted = any_unweighted || kind == unweighted;
       any_weighted = any_weighted || kind == weighted;
@@ -293,7 +295,7 @@ bool gather_edges(MPI_Comm comm, int size, int n, const int* nodes, const int* d
   std::vector<int> counts(static_cast<size_t>(size)), displs(static_cast<size_t>(size));
   int64_t total = 0;
   for (int r = 0; r < size; ++r) {
-    const auto h = static_cast<size_t>(3 * r);
+    const size_t h = 3 * static_cast<size_t>(r);
     if (!headers[h]) return false;
     any_unweighted = any_unweighted || headers[h + 2] == unweighted;
     any_weighted = any_weighted || headers[h + 2] == weighted;

@@ -28,6 +28,7 @@ usage: $me [options] -- PROGRAM [ARGS...]
   --launcher PATH  mpirun / mpiexec to use (default mpirun, or mpiexec.mpich for mpich)
   --mpicc PATH     compiler for --check (default: the flavor's mpicc)
   --timeout S      seconds before the job is killed (default \$VENEER_TEST_TIMEOUT or 280)
+  --map-by WHAT    slot (default: ranks fill a host, then the next) or node (round-robin over the hosts)
   --bind-to WHAT   Open MPI's --bind-to for the ranks (default none; MPICH: -bind-to); core:overload-allowed
                    pins them, so that how they share this machine's cores is the same from
                    one launch to the next (for calibrating and checking the model)
@@ -55,6 +56,7 @@ launcher=
 mpicc=
 limit=${VENEER_TEST_TIMEOUT:-280}
 bind=none
+map_by=slot
 check=0
 verbose=0
 while [ $# -gt 0 ]; do
@@ -62,6 +64,7 @@ while [ $# -gt 0 ]; do
     --hosts) [ $# -ge 2 ] || bad_usage "missing value after $1"; hosts_spec=$2; shift 2 ;;
     --rate) [ $# -ge 2 ] || bad_usage "missing value after $1"; rate=$2; shift 2 ;;
     --bind-to) [ $# -ge 2 ] || bad_usage "missing value after $1"; bind=$2; shift 2 ;;
+    --map-by) [ $# -ge 2 ] || bad_usage "missing value after $1"; map_by=$2; shift 2 ;;
     --mpi) [ $# -ge 2 ] || bad_usage "missing value after $1"; flavor=$2; shift 2 ;;
     --launcher) [ $# -ge 2 ] || bad_usage "missing value after $1"; launcher=$2; shift 2 ;;
     --mpicc) [ $# -ge 2 ] || bad_usage "missing value after $1"; mpicc=$2; shift 2 ;;
@@ -76,6 +79,7 @@ done
 if [ "$check" = 1 ] && [ $# -gt 0 ]; then bad_usage "--check takes no program"; fi
 if [ "$check" = 0 ] && [ $# -eq 0 ]; then bad_usage "no program given (or --check)"; fi
 [[ $hosts_spec =~ ^[1-9][0-9]*(,[1-9][0-9]*)*$ ]] || bad_usage "--hosts wants a list like 2,1, not '$hosts_spec'"
+[[ $map_by =~ ^(slot|node)$ ]] || bad_usage "--map-by wants slot or node, not '$map_by'"
 [[ $limit =~ ^[1-9][0-9]*$ ]] || bad_usage "--timeout wants whole seconds, not '$limit'"
 IFS=, read -r -a slots <<<"$hosts_spec"
 [ "${#slots[@]}" -le 250 ] || bad_usage "at most 250 hosts"
@@ -265,12 +269,13 @@ if [ "$flavor" = openmpi ]; then
   cmd=("$launcher" --hostfile "$hostfile" -np "$np" --oversubscribe --bind-to "$bind"
     --mca plm_rsh_agent "$agent" --mca plm_rsh_no_tree_spawn 1
     --mca pml ob1 --mca btl self,vader,tcp
-    --mca btl_tcp_if_include "$subnet.0/24" --mca oob_tcp_if_include "$subnet.0/24")
+    --mca btl_tcp_if_include "$subnet.0/24" --mca oob_tcp_if_include "$subnet.0/24" --map-by "$map_by")
   for name in "${forward[@]}"; do cmd+=(-x "$name"); done
   [ -n "$preload" ] && cmd+=(-x "LD_PRELOAD=$preload")
 else
   cmd=("$launcher" -f "$hostfile" -n "$np" -launcher ssh -launcher-exec "$agent" -iface br0)
   [ "$bind" = none ] || cmd+=(-bind-to "${bind%%:*}")  # Hydra's name for it, without Open MPI's qualifier
+  [ "$map_by" = node ] && cmd+=(-ppn 1)                # Hydra: one rank per host in turn, round-robin
   for name in "${forward[@]}"; do cmd+=(-genv "$name" "${!name}"); done
   [ -n "$preload" ] && cmd+=(-genv LD_PRELOAD "$preload")
 fi
