@@ -24,6 +24,12 @@
 //    (topology::Timing::returned): a library that allocates a temporary per
 //    call is up to 7x slower in the second state, and a job's heap may be in
 //    either;
+//  - the same on the communicators a job meets besides the whole world:
+//    ranks 0..s-1 for a ladder of smaller sizes s (every size below 8
+//    ranks; halves and powers of two above) and the node leaders, each
+//    timed alone at every other ladder size with half the repetitions, so
+//    that sub-communicators and smaller jobs find measured points of their
+//    own shape;
 //  - point-to-point take-over: for strided vectors (blocks of 1 B to 4 KiB,
 //    stride twice the block) at a few message sizes, the one-way ping-pong
 //    time of the library's typed send/receive against Veneer's way (pack,
@@ -582,8 +588,10 @@ bool use_heap(bool keep) {
 #endif
 }
 
-void measure_collective(Collective c, const topo::Hierarchy& h, const Options& o, topo::Profile& profile,
-                        int* failures) {
+// Times every eligible method of collective `c` on h's communicator at
+// every size of the ladder; `speak`: this rank prints the table.
+void measure_collective(Collective c, const topo::Hierarchy& h, const Options& o, topo::Profile& profile, int* failures,
+                        bool speak) {
   const std::string cname(alg::collective_name(c));
   int64_t previous = -1;
   for (int64_t target : ladder(o.min_bytes, o.max_bytes, o.step)) {
@@ -593,7 +601,7 @@ void measure_collective(Collective c, const topo::Hierarchy& h, const Options& o
     std::vector<std::string> wrong;
     const std::vector<std::string> methods = bench::checked_methods(w, h, &wrong);
     for (const std::string& m : wrong) {
-      if (h.rank == 0)
+      if (speak)
         std::printf("%-20s %9lld  %s WRONG RESULT: not timed\n", cname.c_str(), static_cast<long long>(w.bytes),
                     m.c_str());
       ++*failures;
@@ -602,7 +610,7 @@ void measure_collective(Collective c, const topo::Hierarchy& h, const Options& o
     // Both heap states for large messages, where every rank can set them (all
     // ranks must time the same batches).
     int can = w.bytes >= kHeapStatesFrom && use_heap(true) ? 1 : 0;
-    MPI_Allreduce(MPI_IN_PLACE, &can, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    MPI_Allreduce(MPI_IN_PLACE, &can, 1, MPI_INT, MPI_MIN, h.parent);
     const bool both = can != 0;
     // Per repetition the slowest rank's batch, as the model check times
     // them. Taking each rank's own median and spread and then the largest
@@ -610,12 +618,13 @@ void measure_collective(Collective c, const topo::Hierarchy& h, const Options& o
     // early, bring a spread of up to 175% of its own short median to another
     // rank's median, and keep the library where an algorithm was 1.3-1.7x
     // faster.
-    bench::SlowestRank kept = bench::slowest_rank(bench::time_methods(methods, w, h, iterations, o.repetitions));
+    bench::SlowestRank kept =
+        bench::slowest_rank(bench::time_methods(methods, w, h, iterations, o.repetitions), h.parent);
     std::vector<double> returned(methods.size(), 0.0);
     if (both) {
       use_heap(false);
       const bench::SlowestRank back =
-          bench::slowest_rank(bench::time_methods(methods, w, h, iterations, o.repetitions));
+          bench::slowest_rank(bench::time_methods(methods, w, h, iterations, o.repetitions), h.parent);
       use_heap(true);
       returned = back.medians;
       for (size_t m = 0; m < methods.size(); ++m) kept.spreads[m] = std::max(kept.spreads[m], back.spreads[m]);
@@ -636,7 +645,7 @@ void measure_collective(Collective c, const topo::Hierarchy& h, const Options& o
       point.times.emplace_back(methods[m], timings[m]);
       if (timings[m].worst() < timings[fastest].worst()) fastest = m;
     }
-    if (h.rank == 0) {
+    if (speak) {
       std::printf("%-20s %9lld ", cname.c_str(), static_cast<long long>(w.bytes));
       for (size_t m = 0; m < methods.size(); ++m) {
         std::printf(" %s %.1f", methods[m].c_str(), timings[m].median * 1e6);
@@ -648,6 +657,62 @@ void measure_collective(Collective c, const topo::Hierarchy& h, const Options& o
       std::fflush(stdout);
     }
     profile.collectives.push_back(std::move(point));
+  }
+}
+
+// The communicators a job meets besides its whole self: halves and a ladder
+// of smaller sizes (row and column communicators, the rank counts of smaller
+// jobs: ranks 0..s-1 of the world), and the node leaders. Each is timed
+// alone, the other ranks waiting, at every other size of the ladder with
+// half the repetitions, so that the model has measured points at the rank
+// counts it will be asked about instead of one count standing for all.
+std::vector<int> sub_sizes(int p) {
+  std::vector<int> sizes;
+  for (int s = p - 1; s >= 2; --s)
+    if (p <= 8 || (s & (s - 1)) == 0 || s == p / 2) sizes.push_back(s);
+  return sizes;
+}
+
+struct ShapeKey {
+  int ranks, nodes, max_rpn, min_rpn;
+  bool consecutive;
+  bool operator==(const ShapeKey&) const = default;
+};
+
+void measure_sub_communicators(const topo::Hierarchy& world, const Options& o, topo::Profile& profile, int* failures) {
+  Options sub = o;
+  sub.step = o.step * 2;
+  sub.repetitions = std::max(5, o.repetitions / 2);
+  std::vector<ShapeKey> seen{
+      {world.size, world.node_count, world.max_ranks_per_node, world.min_ranks_per_node, world.node_consecutive}};
+  std::vector<std::pair<std::string, int>> groups;  // (label, color of this rank; MPI_UNDEFINED: waits)
+  for (int s : sub_sizes(world.size))
+    groups.emplace_back(std::to_string(s) + " of " + std::to_string(world.size) + " ranks",
+                        world.rank < s ? 0 : MPI_UNDEFINED);
+  if (world.node_count >= 2)
+    groups.emplace_back("the " + std::to_string(world.node_count) + " node leaders",
+                        world.node_rank == 0 ? 0 : MPI_UNDEFINED);
+  for (const auto& [label, color] : groups) {
+    MPI_Comm comm = MPI_COMM_NULL;
+    if (PMPI_Comm_split(MPI_COMM_WORLD, color, world.rank, &comm) != MPI_SUCCESS) comm = MPI_COMM_NULL;
+    if (comm != MPI_COMM_NULL) {
+      // World rank 0 is in every group (rank 0 of the ladder, leader of node 0).
+      const topo::Hierarchy* h = topo::hierarchy(comm);
+      const ShapeKey key =
+          h ? ShapeKey{h->size, h->node_count, h->max_ranks_per_node, h->min_ranks_per_node, h->node_consecutive}
+            : ShapeKey{};
+      // A shape already timed (the world's, or an earlier group's) is not timed again.
+      if (h && std::find(seen.begin(), seen.end(), key) == seen.end()) {
+        seen.push_back(key);
+        if (world.rank == 0) {
+          std::printf("# collectives on %s: %s\n", label.c_str(), h->describe().c_str());
+          std::fflush(stdout);
+        }
+        for (Collective c : o.collectives) measure_collective(c, *h, sub, profile, failures, world.rank == 0);
+      }
+      PMPI_Comm_free(&comm);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
   }
 }
 
@@ -701,7 +766,8 @@ int main(int argc, char** argv) {
     if (rank == 0)
       std::printf("# collectives: median per rank of %d interleaved batches of ~%.0f ms, slowest rank; * fastest\n",
                   o.repetitions, o.batch_seconds * 1e3);
-    for (Collective c : o.collectives) measure_collective(c, *h, o, profile, &failures);
+    for (Collective c : o.collectives) measure_collective(c, *h, o, profile, &failures, rank == 0);
+    measure_sub_communicators(*h, o, profile, &failures);
   } else if (rank == 0 && p < 2) {
     std::printf("# one rank: no collectives to measure (Veneer passes them through)\n");
   }

@@ -3,8 +3,9 @@
 // Timing collective algorithms side by side, shared by veneer-bench-coll and
 // veneer-calibrate: a workload per (collective, size), a check of every
 // algorithm's result against the library's, and interleaved timed batches.
-// Every function here is collective over the hierarchy's ranks
-// (MPI_COMM_WORLD) and returns the same method lists on every rank.
+// Every function here is collective over the hierarchy's communicator
+// (h.parent: MPI_COMM_WORLD, or a part of it the calibration times) and
+// returns the same method lists on every rank of it.
 #include <mpi.h>
 
 #include <algorithm>
@@ -130,7 +131,7 @@ inline std::vector<std::string> checked_methods(Workload& w, const topology::Hie
                          ? true
                          : std::equal(got.begin(), got.begin() + static_cast<long>(compare), expected.begin()));
     int all_ok = ok ? 1 : 0;
-    MPI_Allreduce(MPI_IN_PLACE, &all_ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    MPI_Allreduce(MPI_IN_PLACE, &all_ok, 1, MPI_INT, MPI_MIN, h.parent);
     if (all_ok) runnable.push_back(method);
     else if (wrong) wrong->push_back(method);
   }
@@ -148,15 +149,15 @@ inline int batch_iterations(Workload& w, const topology::Hierarchy& h, double ba
   run_once("library", w, h);  // warm
   int calls = 1;
   for (;;) {
-    MPI_Barrier(MPI_COMM_WORLD);
+    MPI_Barrier(h.parent);
     const double t0 = now();
     for (int i = 0; i < calls; ++i) run_once("library", w, h);
     double elapsed = now() - t0;
-    MPI_Allreduce(MPI_IN_PLACE, &elapsed, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    MPI_Allreduce(MPI_IN_PLACE, &elapsed, 1, MPI_DOUBLE, MPI_MAX, h.parent);
     if (elapsed >= batch_seconds / 4 || calls >= most) {
       const double per_call = std::max(elapsed / calls, 1e-7);
       int iterations = static_cast<int>(std::clamp(batch_seconds / per_call, 1.0, static_cast<double>(most)));
-      MPI_Bcast(&iterations, 1, MPI_INT, 0, MPI_COMM_WORLD);
+      MPI_Bcast(&iterations, 1, MPI_INT, 0, h.parent);
       return iterations;
     }
     calls = static_cast<int>(std::min<int64_t>(int64_t{calls} * 4, most));
@@ -209,7 +210,7 @@ inline std::vector<std::vector<double>> time_methods(const std::vector<std::stri
   for (int r = 0; r < repetitions; ++r) {
     for (const size_t m : batch_order(methods.size(), r)) {
       run_once(methods[m], w, h);  // warm
-      MPI_Barrier(MPI_COMM_WORLD);
+      MPI_Barrier(h.parent);
       const double start = now();
       for (int i = 0; i < iterations; ++i) run_once(methods[m], w, h);
       samples[m].push_back((now() - start) / iterations);
@@ -249,17 +250,17 @@ inline double relative_median_error(const std::vector<double>& v) {
 }
 
 // Per method, the slowest rank's time in each repetition (this rank's
-// samples[method][repetition], the maximum over MPI_COMM_WORLD), then the
+// samples[method][repetition], the maximum over `comm`), then the
 // median over the repetitions and its spread (relative_median_error). Every
 // rank gets the same values. Through PMPI, so that the model check (linked
 // with libveneer) times only the library's reduction here.
 struct SlowestRank {
   std::vector<double> medians, spreads;
 };
-inline SlowestRank slowest_rank(const std::vector<std::vector<double>>& samples) {
+inline SlowestRank slowest_rank(const std::vector<std::vector<double>>& samples, MPI_Comm comm = MPI_COMM_WORLD) {
   std::vector<double> flat;
   for (const auto& s : samples) flat.insert(flat.end(), s.begin(), s.end());
-  PMPI_Allreduce(MPI_IN_PLACE, flat.data(), static_cast<int>(flat.size()), MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  PMPI_Allreduce(MPI_IN_PLACE, flat.data(), static_cast<int>(flat.size()), MPI_DOUBLE, MPI_MAX, comm);
   SlowestRank out;
   size_t at = 0;
   for (const auto& s : samples) {

@@ -58,13 +58,16 @@ using alg::Collective;
 const char* const kUsage =
     "usage: veneer-model-check [--quick] [--min BYTES] [--max BYTES] [--step K] [--collective NAME]...\n"
     "                          [--split] [--no-p2p] [--repetitions R] [--seconds S] [--json FILE]\n"
-    "                          [--profile FILE]\n"
+    "                          [--profile FILE] [--apps]\n"
     "  --quick          8 B, 512 B and 32 KiB, 5 repetitions of 1 ms batches, small layouts (CI)\n"
     "  --min/--max      message sizes in bytes, k/M suffixes (default 8 to 4M; the largest is always checked)\n"
     "  --step K         size step factor (default 8)\n"
     "  --collective C   allreduce, bcast, reduce, allgather, reduce_scatter_block or alltoall\n"
     "                   (repeatable; default all of them but reduce), or none (typed sends only)\n"
     "  --split          also check the shapes on two halves of MPI_COMM_WORLD (MPI_Comm_split)\n"
+    "  --apps           the call patterns of applications instead of back-to-back batches: bcast and\n"
+    "                   reduce with the root rotating over the ranks, then every collective one call\n"
+    "                   per timed iteration with a barrier between (as OSU's benchmarks time them)\n"
     "  --no-p2p         leave out the typed point-to-point round trips\n"
     "  --repetitions R  interleaved timed batches per choice (default 11)\n"
     "  --seconds S      length of one timed batch (default 0.003)\n"
@@ -77,6 +80,7 @@ struct Options {
   std::vector<Collective> collectives;
   bool no_collectives = false;  // --collective none: the typed point-to-point part only
   bool split = false;
+  bool apps = false;
   bool p2p = true;
   int repetitions = 11;
   double batch_seconds = 0.003;
@@ -89,6 +93,7 @@ bool parse(int argc, char** argv, Options& o) {
     const std::string flag = argv[a];
     if (flag == "--quick") o.quick = true;
     else if (flag == "--split") o.split = true;
+    else if (flag == "--apps") o.apps = true;
     else if (flag == "--no-p2p") o.p2p = false;
     else {
       if (a + 1 >= argc) return false;
@@ -134,6 +139,10 @@ bool parse(int argc, char** argv, Options& o) {
   if (o.collectives.empty() && !o.no_collectives)
     o.collectives = {Collective::allreduce, Collective::bcast, Collective::allgather, Collective::reduce_scatter_block,
                      Collective::alltoall};
+  // Applications' rooted reductions too.
+  if (o.apps && std::find(o.collectives.begin(), o.collectives.end(), Collective::reduce) == o.collectives.end() &&
+      !o.no_collectives)
+    o.collectives.push_back(Collective::reduce);
   return o.min_bytes <= o.max_bytes;
 }
 
@@ -216,6 +225,21 @@ int iterations_for(const std::function<void()>& call, double seconds, int most) 
 
 // ---- One call of a collective, through Veneer (MPI_X) or the library (PMPI_X) --
 
+// How the timed calls come: back to back with a fixed root (the calibration's
+// way), with the root moving to the next rank on every call (panel
+// broadcasts, pivots), or one call per iteration after a barrier, only the
+// call timed (OSU's way: every call starts from ranks in step, nothing in
+// flight from the previous one).
+enum class Pattern { batch, rotating_root, barrier_between };
+const char* pattern_suffix(Pattern p) {
+  switch (p) {
+    case Pattern::batch: return "";
+    case Pattern::rotating_root: return "+rot";
+    case Pattern::barrier_between: return "+bar";
+  }
+  return "";
+}
+
 int call_collective(const alg::Call& c, MPI_Comm comm, bool veneer) {
   void* sbuf = const_cast<void*>(c.sbuf);
   switch (c.collective) {
@@ -272,7 +296,7 @@ std::string us(double seconds) {
 }
 
 void print_header() {
-  std::printf("%-22s %9s %-6s %-22s %10s %-22s %10s %9s %10s %-12s %9s\n", "shape", "bytes", "comm", "automatic",
+  std::printf("%-22s %9s %-10s %-22s %10s %-22s %10s %9s %10s %-12s %9s\n", "shape", "bytes", "comm", "automatic",
               "auto us", "best forced", "best us", "auto/best", "predicted", "source", "pred/meas");
 }
 
@@ -280,7 +304,7 @@ void print_row(const Row& r) {
   const std::string predicted = r.predicted > 0 ? us(r.predicted) : "-";
   char error[32] = "-";
   if (r.predicted > 0) std::snprintf(error, sizeof error, "%.2f", r.predicted / r.auto_seconds);
-  std::printf("%-22s %9lld %-6s %-22s %10s %-22s %10s %9.2f %10s %-12s %9s\n", r.what.c_str(),
+  std::printf("%-22s %9lld %-10s %-22s %10s %-22s %10s %9.2f %10s %-12s %9s\n", r.what.c_str(),
               static_cast<long long>(r.bytes), r.comm.c_str(), r.auto_name.c_str(), us(r.auto_seconds).c_str(),
               r.best_name.c_str(), us(r.best_seconds).c_str(), r.ratio(), predicted.c_str(),
               r.predicted > 0 ? r.source.c_str() : "-", error);
@@ -355,7 +379,7 @@ void note(const std::string& what) {
 // One collective shape on comm (collective over MPI_COMM_WORLD: every rank
 // calls it, on its own `comm`). nullopt when Veneer would not take such a call.
 std::optional<Row> check_collective(Collective c, int64_t target, MPI_Comm comm, const char* comm_name,
-                                    const Options& o) {
+                                    const Options& o, Pattern pattern = Pattern::batch) {
   const veneer::topology::Hierarchy* h = veneer::topology::hierarchy(comm);
   if (!all_ranks(h != nullptr)) return std::nullopt;
   bench::Workload w(c, target, h->size, h->rank);
@@ -411,7 +435,7 @@ std::optional<Row> check_collective(Collective c, int64_t target, MPI_Comm comm,
   Row r;
   r.kind = "collective";
   r.what = std::string(alg::collective_name(c));
-  r.comm = comm_name;
+  r.comm = std::string(comm_name) + pattern_suffix(pattern);
   r.ranks = h->size;
   r.bytes = w.bytes;
   r.auto_choice = auto_ran.empty() ? modelled : auto_ran;
@@ -427,22 +451,36 @@ std::optional<Row> check_collective(Collective c, int64_t target, MPI_Comm comm,
   // a slow library ran batches of two calls, and the same algorithm timed
   // 1.2x apart under two names. Then interleaved batches.
   std::vector<int> iterations(valid.size());
+  const bool rotate = pattern == Pattern::rotating_root && (c == Collective::bcast || c == Collective::reduce);
+  const bool barrier = pattern == Pattern::barrier_between;
+  // One timed call: the next root where it rotates (every rank counts the
+  // same calls, so all agree on it), the barrier before it left out of the time.
+  int turn = 0;
+  auto one_call = [&]() -> double {
+    if (rotate) w.call.root = turn++ % h->size;
+    if (barrier) PMPI_Barrier(comm);
+    const double start = bench::now();
+    call_collective(w.call, comm, true);
+    return bench::now() - start;
+  };
   for (size_t m = 0; m < valid.size(); ++m) {
     apply_collective(c, valid[m]);
-    iterations[m] = iterations_for([&] { call_collective(w.call, comm, true); }, o.batch_seconds, 20000);
+    iterations[m] = iterations_for([&] { one_call(); }, o.batch_seconds, barrier ? 2000 : 20000);
   }
-  double t0 = 0;
   std::vector<std::vector<double>> samples(valid.size());
   for (int rep = 0; rep < o.repetitions; ++rep) {
     for (const size_t m : bench::batch_order(valid.size(), rep)) {
       apply_collective(c, valid[m]);
-      call_collective(w.call, comm, true);  // decides (and warms)
+      for (int root = 0; root < (rotate ? h->size : 1); ++root) one_call();  // decides (and warms)
       PMPI_Barrier(MPI_COMM_WORLD);
-      t0 = bench::now();
-      for (int i = 0; i < iterations[m]; ++i) call_collective(w.call, comm, true);
-      samples[m].push_back((bench::now() - t0) / iterations[m]);
+      double timed = 0;
+      const double t0 = bench::now();
+      for (int i = 0; i < iterations[m]; ++i) timed += one_call();
+      if (!barrier) timed = bench::now() - t0;
+      samples[m].push_back(timed / iterations[m]);
     }
   }
+  w.call.root = 0;
   apply_collective(c, "auto");
   r.calls = *std::min_element(iterations.begin(), iterations.end());
   r.calls_most = *std::max_element(iterations.begin(), iterations.end());
@@ -790,9 +828,17 @@ int main(int argc, char** argv) {
     std::printf("# --split needs at least 4 ranks; left out\n");
   }
   for (const Comm& comm : comms)
-    for (Collective c : o.collectives)
-      for (int64_t bytes : ladder(o.min_bytes, o.max_bytes, o.step))
-        keep(check_collective(c, bytes, comm.comm, comm.name, o));
+    for (Collective c : o.collectives) {
+      const bool rooted = c == Collective::bcast || c == Collective::reduce;
+      // --apps: rooted collectives with their root rotating, then every one with barriers between.
+      std::vector<Pattern> patterns{Pattern::batch};
+      if (o.apps)
+        patterns = rooted ? std::vector<Pattern>{Pattern::rotating_root, Pattern::barrier_between}
+                          : std::vector<Pattern>{Pattern::barrier_between};
+      for (Pattern pattern : patterns)
+        for (int64_t bytes : ladder(o.min_bytes, o.max_bytes, o.step))
+          keep(check_collective(c, bytes, comm.comm, comm.name, o, pattern));
+    }
   if (g_rank == 0) std::printf("# collectives: %.1f s\n", bench::now() - started);
   if (o.p2p)
     for (const Pair& pair : p2p_pairs())
