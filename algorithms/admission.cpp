@@ -6,6 +6,7 @@
 #include <climits>
 
 #include "algorithms/buffers.h"
+#include "datatypes/cache.h"
 #include "datatypes/decode.h"
 
 namespace veneer::algorithms {
@@ -148,10 +149,13 @@ Shape shape_of(Collective c, int64_t bytes, const Hierarchy& h) {
 bool rememberable(const Call& c) {
   if (c.collective == Collective::reduce_scatter) return false;
   if (is_reduction(c.collective) && !predefined_op_accepts(c.op, TypeClass::none)) return false;
+  // A derived type only while its free will be seen (datatypes::watched):
+  // every free forgets all decisions, as its handle may be reused.
   for (MPI_Datatype t : {c.type, c.stype}) {
     if (t == MPI_DATATYPE_NULL) continue;
     auto combiner = datatypes::combiner_of(t);
-    if (!combiner || *combiner != MPI_COMBINER_NAMED) return false;
+    if (!combiner) return false;
+    if (*combiner != MPI_COMBINER_NAMED && !datatypes::watched(t)) return false;
   }
   return true;
 }

@@ -9,6 +9,7 @@
 #include "algorithms/collectives.h"
 #include "algorithms/decisions.h"
 #include "algorithms/measured.h"
+#include "datatypes/cache.h"
 #include "topology/hierarchy.h"
 
 namespace veneer::algorithms {
@@ -41,9 +42,13 @@ std::shared_ptr<const CostModel> current_model() {
 void collectives_init() {
   g_tuning.store(std::make_shared<const Tuning>(Tuning::from_env()));
   forget_decisions();
+  // Decisions about derived types are remembered by handle: a freed type's
+  // handle may come back as another type.
+  datatypes::set_freed_type_hook(&forget_decisions);
 }
 
 void collectives_finalize() {
+  datatypes::set_freed_type_hook(nullptr);
   decisions_finalize();
   topology::forget_hierarchy(MPI_COMM_WORLD);
 }

@@ -243,6 +243,9 @@ int main(int argc, char** argv) {
   // ranks (panel broadcasts, pivots), a rooted reduction. Every rank keeps
   // the same call counter, so all agree on each call's root.
   long turn = 0;
+  MPI_Datatype two_ints = MPI_DATATYPE_NULL;
+  MPI_Type_contiguous(2, MPI_INT, &two_ints);
+  MPI_Type_commit(&two_ints);
   collective.push_back({"allreduce 4 B in place", false,
                         [&](bool v) {
                           sum = one;
@@ -260,6 +263,8 @@ int main(int argc, char** argv) {
   collective.push_back(
       {"reduce 4 B root 0", false,
        [&](bool v) { (v ? MPI_Reduce : PMPI_Reduce)(&one, &sum, 1, MPI_INT, MPI_SUM, 0, MPI_COMM_WORLD); }, [] {}});
+  collective.push_back({"bcast 8 B derived type", false,
+                        [&](bool v) { (v ? MPI_Bcast : PMPI_Bcast)(small, 1, two_ints, 0, MPI_COMM_WORLD); }, [] {}});
   collective.push_back({"reduce 4 B rotating root", false,
                         [&](bool v) {
                           const int root = static_cast<int>(turn++ % g_size);
@@ -330,6 +335,7 @@ int main(int argc, char** argv) {
   MPI_Type_free(&face_2k);
   MPI_Type_free(&edge_80);
   MPI_Type_free(&column);
+  MPI_Type_free(&two_ints);
   MPI_Finalize();
   return 0;
 }

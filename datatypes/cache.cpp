@@ -99,6 +99,7 @@ void front_fill(uint64_t key, uint64_t epoch, std::shared_ptr<const Layout> layo
 }
 
 std::atomic<FreedLayoutHook> g_freed_hook{nullptr};
+std::atomic<FreedTypeHook> g_freed_type_hook{nullptr};
 
 int on_type_free(MPI_Datatype type, int /*keyval*/, void* /*value*/, void* /*extra*/) {
   Cache& c = cache();
@@ -113,6 +114,7 @@ int on_type_free(MPI_Datatype type, int /*keyval*/, void* /*value*/, void* /*ext
     c.epoch.fetch_add(1, std::memory_order_release);
   }
   if (FreedLayoutHook hook = g_freed_hook.load(std::memory_order_acquire); hook && layout) hook(layout.get());
+  if (FreedTypeHook hook = g_freed_type_hook.load(std::memory_order_acquire)) hook();
   return MPI_SUCCESS;
 }
 
@@ -133,6 +135,14 @@ std::shared_ptr<const Layout> build(MPI_Datatype type) {
 }  // namespace
 
 void set_freed_layout_hook(FreedLayoutHook hook) { g_freed_hook.store(hook, std::memory_order_release); }
+void set_freed_type_hook(FreedTypeHook hook) { g_freed_type_hook.store(hook, std::memory_order_release); }
+
+bool watched(MPI_Datatype type) {
+  if (type == MPI_DATATYPE_NULL) return false;
+  Cache& c = cache();
+  std::shared_lock lock(c.mutex);
+  return c.entries.contains(key_of(type));
+}
 
 void set_pass_rule(PassRule rule) {
   g_pass_rule.store(rule, std::memory_order_release);

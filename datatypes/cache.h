@@ -149,6 +149,15 @@ void set_pass_rule(PassRule rule);
 using FreedLayoutHook = void (*)(const Layout* layout);
 void set_freed_layout_hook(FreedLayoutHook hook);
 
+// Called after every freed type whose commit Veneer saw (watched()), decoded
+// or not: its handle may now name another type, so whatever was remembered
+// by handle (the collectives' decisions) must go. One hook; null removes it.
+using FreedTypeHook = void (*)();
+void set_freed_type_hook(FreedTypeHook hook);
+// Whether freeing `type` will call that hook: a derived type whose commit
+// was seen. (Predefined types are never freed.)
+bool watched(MPI_Datatype type);
+
 struct CacheStats {
   int64_t entries = 0, hits = 0, misses = 0, decoded = 0, unsupported = 0, evicted = 0;
 };

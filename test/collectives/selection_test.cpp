@@ -11,8 +11,10 @@
 #include <thread>
 
 #include "algorithms/collectives.h"
+#include "algorithms/decisions.h"
 #include "algorithms/select.h"
 #include "algorithms/tuning.h"
+#include "datatypes/cache.h"
 #include "test/collectives/harness.h"
 
 namespace veneer::test {
@@ -401,6 +403,39 @@ TEST(Decisions, ForgottenWhenTheCommunicatorIsFreed) {
     }
     EXPECT_EQ(calls(Collective::allreduce, size == 1 ? "library" : "ring"), 3u) << "round " << round;
     PMPI_Comm_free(&comm);
+  }
+}
+
+// Decisions about derived types are remembered too (a collective on them
+// then costs a lookup), and forgotten when any watched type is freed: its
+// handle may come back as a type of another size, on which the ranks must
+// decide afresh and alike.
+TEST(Decisions, DerivedTypesRememberedUntilATypeIsFreed) {
+  const int p = world_size(), rank = world_rank();
+  if (p < 2) GTEST_SKIP() << "one rank passes through";
+  Override o("VENEER_BCAST", "0-inf:binomial");
+  for (int round = 0; round < 4; ++round) {
+    const int width = 2 + round;  // ints per element: each round a type of another size
+    MPI_Datatype type = MPI_DATATYPE_NULL;
+    ASSERT_EQ(MPI_Type_contiguous(width, MPI_INT, &type), MPI_SUCCESS);
+    ASSERT_EQ(MPI_Type_commit(&type), MPI_SUCCESS);
+    datatypes::note_committed(type);  // as the interposed MPI_Type_commit does
+    ASSERT_TRUE(datatypes::watched(type));
+    const alg::Call call{.collective = Collective::bcast, .count = 16, .type = type, .root = round % p};
+    std::vector<int> buf(static_cast<size_t>(16 * width));
+    alg::reset_collectives_counts();
+    for (int repeat = 0; repeat < 3; ++repeat) {
+      for (size_t i = 0; i < buf.size(); ++i)
+        buf[i] = rank == call.root ? static_cast<int>(i) * 7 + round + repeat : -1;
+      auto rc = alg::bcast(buf.data(), 16, type, call.root, MPI_COMM_WORLD);
+      ASSERT_TRUE(rc) << "round " << round;
+      EXPECT_EQ(*rc, MPI_SUCCESS);
+      for (size_t i = 0; i < buf.size(); ++i) ASSERT_EQ(buf[i], static_cast<int>(i) * 7 + round + repeat) << i;
+      EXPECT_NE(alg::recall_decision(alg::decision_key(call, MPI_COMM_WORLD)), nullptr) << "round " << round;
+    }
+    EXPECT_EQ(calls(Collective::bcast, "binomial"), 3u) << "round " << round;
+    ASSERT_EQ(MPI_Type_free(&type), MPI_SUCCESS);
+    EXPECT_EQ(alg::recall_decision(alg::decision_key(call, MPI_COMM_WORLD)), nullptr) << "round " << round;
   }
 }
 
