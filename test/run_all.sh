@@ -12,6 +12,7 @@ jobs=${VENEER_JOBS:-2}
 
 packages=(build-essential gfortran cmake ninja-build pkg-config openmpi-bin libopenmpi-dev mpich libmpich-dev
           libhwloc-dev hwloc libucx-dev libgtest-dev libgmock-dev libbenchmark-dev python3-matplotlib
+          nlohmann-json3-dev  # support/json.h: header-only
           libmetis-dev  # rank placement (topology/placement.cpp)
           slurm-wlm munge
           scalapack-mpi-test scalapack-test-common hpcc lammps  # test/apps: real applications

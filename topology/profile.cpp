@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <exception>
 #include <fstream>
 #include <sstream>
 
@@ -107,50 +108,50 @@ struct Reader {
     if (error.empty()) error = where + ": " + what;
     return false;
   }
-  bool string(const json::Value& obj, const char* key, const std::string& where, std::string& out, bool required) {
-    const json::Value* v = obj.find(key);
+  bool string(const json::Document& obj, const char* key, const std::string& where, std::string& out, bool required) {
+    const json::Document* v = json::find(obj, key);
     if (!v) return required ? fail(where + "." + key, "missing") : true;
-    if (!v->as_string()) return fail(where + "." + key, "expected a string");
-    out = *v->as_string();
+    if (!v->is_string()) return fail(where + "." + key, "expected a string");
+    out = v->get<std::string>();
     return true;
   }
-  bool number(const json::Value& obj, const char* key, const std::string& where, double& out, bool required,
+  bool number(const json::Document& obj, const char* key, const std::string& where, double& out, bool required,
               bool positive = false) {
-    const json::Value* v = obj.find(key);
+    const json::Document* v = json::find(obj, key);
     if (!v) return required ? fail(where + "." + key, "missing") : true;
-    auto d = v->as_number();
-    if (!d || !std::isfinite(*d) || *d < 0 || (positive && *d <= 0))
+    const double d = v->is_number() ? v->get<double>() : -1;
+    if (!std::isfinite(d) || d < 0 || (positive && d <= 0))
       return fail(where + "." + key, positive ? "expected a positive number" : "expected a number >= 0");
-    out = *d;
+    out = d;
     return true;
   }
-  bool integer(const json::Value& obj, const char* key, const std::string& where, int64_t& out, bool required,
+  bool integer(const json::Document& obj, const char* key, const std::string& where, int64_t& out, bool required,
                int64_t lo, int64_t hi) {
-    const json::Value* v = obj.find(key);
+    const json::Document* v = json::find(obj, key);
     if (!v) return required ? fail(where + "." + key, "missing") : true;
-    auto i = v->as_integer();
+    auto i = json::as_integer(*v);
     if (!i || *i < lo || *i > hi) return fail(where + "." + key, "expected an integer in range");
     out = *i;
     return true;
   }
-  bool boolean(const json::Value& obj, const char* key, const std::string& where, bool& out) {
-    const json::Value* v = obj.find(key);
+  bool boolean(const json::Document& obj, const char* key, const std::string& where, bool& out) {
+    const json::Document* v = json::find(obj, key);
     if (!v) return true;
-    if (!v->as_bool()) return fail(where + "." + key, "expected true or false");
-    out = *v->as_bool();
+    if (!v->is_boolean()) return fail(where + "." + key, "expected true or false");
+    out = v->get<bool>();
     return true;
   }
 
-  std::optional<LevelFit> level(const json::Value& v, const std::string& where) {
+  std::optional<LevelFit> level(const json::Document& v, const std::string& where) {
     if (!v.is_object()) return fail(where, "expected an object"), std::nullopt;
     LevelFit l;
     if (!number(v, "alpha", where, l.alpha, true) || !number(v, "beta", where, l.beta, true) ||
         !number(v, "gamma", where, l.gamma, false) || !number(v, "fit_error", where, l.fit_error, false))
       return std::nullopt;
-    if (const json::Value* pts = v.find("points")) {
+    if (const json::Document* pts = json::find(v, "points")) {
       if (!pts->is_array()) return fail(where + ".points", "expected an array"), std::nullopt;
       size_t i = 0;
-      for (const json::Value& p : *pts->as_array()) {
+      for (const json::Document& p : *pts) {
         const std::string at = where + ".points[" + std::to_string(i++) + "]";
         if (!p.is_object()) return fail(at, "expected an object"), std::nullopt;
         LevelFit::Point pt;
@@ -165,22 +166,22 @@ struct Reader {
     return l;
   }
 
-  bool timing(const json::Value& obj, const char* key, const std::string& where, Timing& out) {
-    const json::Value* t = obj.find(key);
+  bool timing(const json::Document& obj, const char* key, const std::string& where, Timing& out) {
+    const json::Document* t = json::find(obj, key);
     const std::string at = where + "." + key;
     if (!t) return fail(at, "missing");
     if (!t->is_object()) return fail(at, "expected an object");
     return number(*t, "median", at, out.median, true, true) && number(*t, "spread", at, out.spread, false);
   }
 
-  std::optional<P2pLevel> p2p_level(const json::Value& v, const std::string& where) {
+  std::optional<P2pLevel> p2p_level(const json::Document& v, const std::string& where) {
     if (!v.is_object()) return fail(where, "expected an object"), std::nullopt;
     P2pLevel l;
     if (!integer(v, "max_block", where, l.max_block, true, 0, INT64_MAX)) return std::nullopt;
-    if (const json::Value* pts = v.find("points")) {
+    if (const json::Document* pts = json::find(v, "points")) {
       if (!pts->is_array()) return fail(where + ".points", "expected an array"), std::nullopt;
       size_t i = 0;
-      for (const json::Value& p : *pts->as_array()) {
+      for (const json::Document& p : *pts) {
         const std::string at = where + ".points[" + std::to_string(i++) + "]";
         if (!p.is_object()) return fail(at, "expected an object"), std::nullopt;
         P2pPoint pt;
@@ -194,7 +195,7 @@ struct Reader {
     return l;
   }
 
-  std::optional<CollectivePoint> point(const json::Value& v, const std::string& where) {
+  std::optional<CollectivePoint> point(const json::Document& v, const std::string& where) {
     if (!v.is_object()) return fail(where, "expected an object"), std::nullopt;
     CollectivePoint c;
     int64_t ranks = 0, nodes = 0, rpn = 0, min_rpn = -1;
@@ -209,10 +210,10 @@ struct Reader {
     c.nodes = static_cast<int>(nodes);
     c.ranks_per_node = static_cast<int>(rpn);
     c.min_ranks_per_node = min_rpn < 0 ? c.ranks_per_node : static_cast<int>(min_rpn);
-    const json::Value* times = v.find("times");
+    const json::Document* times = json::find(v, "times");
     if (!times) return fail(where + ".times", "missing"), std::nullopt;
     if (!times->is_object()) return fail(where + ".times", "expected an object"), std::nullopt;
-    for (const auto& [name, t] : *times->as_object()) {
+    for (const auto& [name, t] : times->items()) {
       std::string at = where;
       at.append(".times.").append(name);
       if (!t.is_object()) return fail(at, "expected an object"), std::nullopt;
@@ -226,48 +227,31 @@ struct Reader {
   }
 };
 
-json::Value level_json(const LevelFit& l) {
-  json::Value v = json::Value::object();
-  v.set("alpha", l.alpha);
-  v.set("beta", l.beta);
-  v.set("gamma", l.gamma);
-  v.set("fit_error", l.fit_error);
+json::Document level_json(const LevelFit& l) {
+  json::Document v = {{"alpha", l.alpha}, {"beta", l.beta}, {"gamma", l.gamma}, {"fit_error", l.fit_error}};
   if (!l.points.empty()) {
-    json::Value pts = json::Value::array();
-    for (const LevelFit::Point& p : l.points) {
-      json::Value o = json::Value::object();
-      o.set("bytes", p.bytes);
-      o.set("pairs", p.pairs);
-      o.set("seconds", p.seconds);
-      pts.push(std::move(o));
-    }
-    v.set("points", std::move(pts));
+    json::Document pts = json::Document::array();
+    for (const LevelFit::Point& p : l.points)
+      pts.push_back({{"bytes", p.bytes}, {"pairs", p.pairs}, {"seconds", p.seconds}});
+    v["points"] = std::move(pts);
   }
   return v;
 }
 
-json::Value timing_json(const Timing& t) {
-  json::Value v = json::Value::object();
-  v.set("median", t.median);
-  v.set("spread", t.spread);
-  if (t.returned > 0) v.set("returned", t.returned);
+json::Document timing_json(const Timing& t) {
+  json::Document v = {{"median", t.median}, {"spread", t.spread}};
+  if (t.returned > 0) v["returned"] = t.returned;
   return v;
 }
 
-json::Value p2p_level_json(const P2pLevel& l) {
-  json::Value v = json::Value::object();
-  v.set("max_block", l.max_block);
-  json::Value pts = json::Value::array();
-  for (const P2pPoint& p : l.points) {
-    json::Value o = json::Value::object();
-    o.set("block", p.block);
-    o.set("bytes", p.bytes);
-    o.set("library", timing_json(p.library));
-    o.set("veneer", timing_json(p.veneer));
-    pts.push(std::move(o));
-  }
-  v.set("points", std::move(pts));
-  return v;
+json::Document p2p_level_json(const P2pLevel& l) {
+  json::Document pts = json::Document::array();
+  for (const P2pPoint& p : l.points)
+    pts.push_back({{"block", p.block},
+                   {"bytes", p.bytes},
+                   {"library", timing_json(p.library)},
+                   {"veneer", timing_json(p.veneer)}});
+  return {{"max_block", l.max_block}, {"points", std::move(pts)}};
 }
 
 ProfileCheck refuse(ProfileStatus status, std::string why) {
@@ -357,47 +341,40 @@ std::string_view status_name(ProfileStatus s) {
   return "?";
 }
 
-json::Value to_json(const Profile& p) {
-  json::Value v = json::Value::object();
-  v.set("format", profile_format);
-  v.set("version", profile_version);
-  json::Value f = json::Value::object();
-  f.set("topology", p.fingerprint.topology);
-  f.set("cpu", p.fingerprint.cpu);
-  f.set("mpi", p.fingerprint.mpi);
-  f.set("transport", p.fingerprint.transport);
-  f.set("veneer", p.fingerprint.veneer);
-  v.set("fingerprint", std::move(f));
-  v.set("created", p.created);
-  if (!p.machine.empty()) v.set("machine", p.machine);
-  if (!p.calibration.is_null()) v.set("calibration", p.calibration);
-  json::Value levels = json::Value::object();
-  if (p.intra) levels.set("intra", level_json(*p.intra));
-  if (p.inter) levels.set("inter", level_json(*p.inter));
-  v.set("levels", std::move(levels));
-  if (p.nic_streams > 0) v.set("nic_streams", p.nic_streams);
-  json::Value points = json::Value::array();
+json::Document to_json(const Profile& p) {
+  json::Document v = {{"format", profile_format}, {"version", profile_version}};
+  v["fingerprint"] = {{"topology", p.fingerprint.topology},
+                      {"cpu", p.fingerprint.cpu},
+                      {"mpi", p.fingerprint.mpi},
+                      {"transport", p.fingerprint.transport},
+                      {"veneer", p.fingerprint.veneer}};
+  v["created"] = p.created;
+  if (!p.machine.empty()) v["machine"] = p.machine;
+  if (!p.calibration.is_null()) v["calibration"] = p.calibration.doc;
+  json::Document levels = json::Document::object();
+  if (p.intra) levels["intra"] = level_json(*p.intra);
+  if (p.inter) levels["inter"] = level_json(*p.inter);
+  v["levels"] = std::move(levels);
+  if (p.nic_streams > 0) v["nic_streams"] = p.nic_streams;
+  json::Document points = json::Document::array();
   for (const CollectivePoint& c : p.collectives) {
-    json::Value o = json::Value::object();
-    o.set("collective", c.collective);
-    o.set("ranks", c.ranks);
-    o.set("nodes", c.nodes);
-    o.set("ranks_per_node", c.ranks_per_node);
-    if (c.min_ranks_per_node != c.ranks_per_node) o.set("min_ranks_per_node", c.min_ranks_per_node);
-    if (!c.node_consecutive) o.set("node_consecutive", false);
-    o.set("bytes", c.bytes);
-    json::Value times = json::Value::object();
-    for (const auto& [name, t] : c.times) times.set(name, timing_json(t));
-    o.set("times", std::move(times));
-    points.push(std::move(o));
+    json::Document o = {
+        {"collective", c.collective}, {"ranks", c.ranks}, {"nodes", c.nodes}, {"ranks_per_node", c.ranks_per_node}};
+    if (c.min_ranks_per_node != c.ranks_per_node) o["min_ranks_per_node"] = c.min_ranks_per_node;
+    if (!c.node_consecutive) o["node_consecutive"] = false;
+    o["bytes"] = c.bytes;
+    json::Document times = json::Document::object();
+    for (const auto& [name, t] : c.times) times[name] = timing_json(t);
+    o["times"] = std::move(times);
+    points.push_back(std::move(o));
   }
-  v.set("collectives", std::move(points));
+  v["collectives"] = std::move(points);
   if (p.p2p) {
-    json::Value p2p = json::Value::object();
-    if (p.p2p->intra) p2p.set("intra", p2p_level_json(*p.p2p->intra));
-    if (p.p2p->inter) p2p.set("inter", p2p_level_json(*p.p2p->inter));
-    if (p.p2p->pack) p2p.set("pack", p2p_level_json(*p.p2p->pack));
-    v.set("p2p", std::move(p2p));
+    json::Document p2p = json::Document::object();
+    if (p.p2p->intra) p2p["intra"] = p2p_level_json(*p.p2p->intra);
+    if (p.p2p->inter) p2p["inter"] = p2p_level_json(*p.p2p->inter);
+    if (p.p2p->pack) p2p["pack"] = p2p_level_json(*p.p2p->pack);
+    v["p2p"] = std::move(p2p);
   }
   return v;
 }
@@ -407,14 +384,15 @@ std::string profile_text(const Profile& p) { return json::write(to_json(p), 1) +
 namespace {
 
 // The document is a Veneer profile of the version this Veneer reads; why not otherwise.
-std::optional<ProfileCheck> refuse_header(const json::Value& doc) {
-  const json::Value* format = doc.find("format");
-  if (!format || !format->as_string() || *format->as_string() != profile_format)
+std::optional<ProfileCheck> refuse_header(const json::Document& doc) {
+  const json::Document* format = json::find(doc, "format");
+  if (!format || !format->is_string() || format->get<std::string>() != profile_format)
     return refuse(ProfileStatus::corrupt, R"(not a Veneer profile ("format" is not "veneer-profile"))");
-  const json::Value* version = doc.find("version");
-  if (!version || !version->as_integer()) return refuse(ProfileStatus::corrupt, "no integer \"version\"");
-  if (*version->as_integer() != profile_version)
-    return refuse(ProfileStatus::outdated, "format version " + std::to_string(*version->as_integer()) +
+  const json::Document* version_member = json::find(doc, "version");
+  const std::optional<int64_t> version = version_member ? json::as_integer(*version_member) : std::nullopt;
+  if (!version) return refuse(ProfileStatus::corrupt, "no integer \"version\"");
+  if (*version != profile_version)
+    return refuse(ProfileStatus::outdated, "format version " + std::to_string(*version) +
                                                ", this Veneer reads version " + std::to_string(profile_version));
   return std::nullopt;
 }
@@ -433,14 +411,14 @@ std::optional<ProfileCheck> refuse_fingerprint(const Fingerprint& g, const Finge
 
 // The measurements: per-level costs, NIC streams, collective points, the p2p
 // section. False with r.error set on the first member that is wrong.
-bool read_measurements(const json::Value& doc, Reader& r, Profile& p) {
-  if (const json::Value* levels = doc.find("levels")) {
+bool read_measurements(const json::Document& doc, Reader& r, Profile& p) {
+  if (const json::Document* levels = json::find(doc, "levels")) {
     if (!levels->is_object()) return r.fail("levels", "expected an object");
-    if (const json::Value* intra = levels->find("intra")) {
+    if (const json::Document* intra = json::find(*levels, "intra")) {
       p.intra = r.level(*intra, "levels.intra");
       if (!p.intra) return false;
     }
-    if (const json::Value* inter = levels->find("inter")) {
+    if (const json::Document* inter = json::find(*levels, "inter")) {
       p.inter = r.level(*inter, "levels.inter");
       if (!p.inter) return false;
     }
@@ -448,22 +426,22 @@ bool read_measurements(const json::Value& doc, Reader& r, Profile& p) {
   int64_t streams = 0;
   if (!r.integer(doc, "nic_streams", "profile", streams, false, 0, 1 << 20)) return false;
   p.nic_streams = static_cast<int>(streams);
-  if (const json::Value* points = doc.find("collectives")) {
+  if (const json::Document* points = json::find(doc, "collectives")) {
     if (!points->is_array()) return r.fail("collectives", "expected an array");
     size_t i = 0;
-    p.collectives.reserve(points->as_array()->size());
-    for (const json::Value& v : *points->as_array()) {
+    p.collectives.reserve(points->size());
+    for (const json::Document& v : *points) {
       auto c = r.point(v, "collectives[" + std::to_string(i++) + "]");
       if (!c) return false;
       p.collectives.push_back(std::move(*c));
     }
   }
-  if (const json::Value* p2p = doc.find("p2p")) {
+  if (const json::Document* p2p = json::find(doc, "p2p")) {
     if (!p2p->is_object()) return r.fail("p2p", "expected an object");
     P2pProfile section;
     for (auto [key, into] :
          {std::pair{"intra", &section.intra}, std::pair{"inter", &section.inter}, std::pair{"pack", &section.pack}}) {
-      const json::Value* level = p2p->find(key);
+      const json::Document* level = json::find(*p2p, key);
       if (!level) continue;
       *into = r.p2p_level(*level, std::string("p2p.") + key);
       if (!*into) return false;
@@ -473,18 +451,17 @@ bool read_measurements(const json::Value& doc, Reader& r, Profile& p) {
   return true;
 }
 
-}  // namespace
-
-ProfileCheck profile_from_text(std::string_view text, const Fingerprint* expected) {
+ProfileCheck check_profile_text(std::string_view text, const Fingerprint* expected) {
   json::ParseError perr;
   auto doc = json::parse(text, &perr);
   if (!doc)
-    return refuse(ProfileStatus::corrupt, "not JSON: " + perr.message + " at byte " + std::to_string(perr.offset));
+    return refuse(ProfileStatus::corrupt,
+                  "not JSON: " + perr.message + (perr.offset ? " at byte " + std::to_string(*perr.offset) : ""));
   if (!doc->is_object()) return refuse(ProfileStatus::corrupt, "not a JSON object");
   if (auto refused = refuse_header(*doc)) return *refused;
   Reader r;
   Profile p;
-  const json::Value* fp = doc->find("fingerprint");
+  const json::Document* fp = json::find(*doc, "fingerprint");
   if (!fp || !fp->is_object()) return refuse(ProfileStatus::corrupt, "fingerprint: missing or not an object");
   if (!r.string(*fp, "topology", "fingerprint", p.fingerprint.topology, true) ||
       !r.string(*fp, "cpu", "fingerprint", p.fingerprint.cpu, true) ||
@@ -496,7 +473,7 @@ ProfileCheck profile_from_text(std::string_view text, const Fingerprint* expecte
     return refuse(ProfileStatus::corrupt, r.error);
   if (expected)
     if (auto refused = refuse_fingerprint(p.fingerprint, *expected)) return *refused;
-  if (const json::Value* cal = doc->find("calibration")) p.calibration = *cal;
+  if (const json::Document* cal = json::find(*doc, "calibration")) p.calibration.doc = *cal;
   if (!read_measurements(*doc, r, p)) return refuse(ProfileStatus::corrupt, r.error);
   ProfileCheck ok;
   ok.status = ProfileStatus::loaded;
@@ -504,6 +481,19 @@ ProfileCheck profile_from_text(std::string_view text, const Fingerprint* expecte
   if (!p.created.empty()) ok.why += ", created " + p.created;
   ok.profile = std::move(p);
   return ok;
+}
+
+}  // namespace
+
+ProfileCheck profile_from_text(std::string_view text, const Fingerprint* expected) {
+  // Every member's type is checked before it is taken, so nlohmann has nothing
+  // to throw; should it (or memory run out), the profile is refused here
+  // rather than the exception reaching MPI_Init.
+  try {
+    return check_profile_text(text, expected);
+  } catch (const std::exception& e) {
+    return refuse(ProfileStatus::corrupt, std::string("cannot read it: ") + e.what());
+  }
 }
 
 ProfileCheck read_profile(const std::string& path, const Fingerprint* expected) {

@@ -162,6 +162,7 @@ struct P2pProfile {
   std::optional<int64_t> takeover_max_block() const;
 };
 
+// NOLINTNEXTLINE(bugprone-exception-escape): calibration's destructor (support/json.h)
 struct Profile {
   Fingerprint fingerprint;
   std::string created;      // ISO 8601, UTC
@@ -191,7 +192,7 @@ struct ProfileCheck {
   std::optional<Profile> profile;  // when loaded
 };
 
-json::Value to_json(const Profile& p);
+json::Document to_json(const Profile& p);
 std::string profile_text(const Profile& p);  // pretty-printed JSON
 
 // Validates and reads a profile. With `expected`, the fingerprint must equal
