@@ -48,11 +48,13 @@
 
 #include <algorithm>
 #include <array>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <optional>
 #include <string>
+#include <thread>
 #include <tuple>
 #include <utility>
 #include <variant>
@@ -568,6 +570,9 @@ void measure_p2p(const topo::Hierarchy& h, const Options& o, topo::Profile& prof
 // blocks of 128 KiB and more by default; below, a library's temporaries come
 // from the heap's free lists either way.
 constexpr int64_t kHeapStatesFrom = int64_t{128} << 10;
+// Application patterns are timed up to here: beyond, one call's own time
+// dominates what a barrier before it or another root changes.
+constexpr int64_t kPatternsUpTo = int64_t{64} << 10;
 
 // Puts glibc's heap into one of its two ways with large freed blocks:
 // keeping them (thresholds far above any temporary: freed memory is reused
@@ -629,8 +634,28 @@ void measure_collective(Collective c, const topo::Hierarchy& h, const Options& o
       returned = back.medians;
       for (size_t m = 0; m < methods.size(); ++m) kept.spreads[m] = std::max(kept.spreads[m], back.spreads[m]);
     }
+    // Applications' patterns (bench::Pattern) up to kPatternsUpTo: rooted
+    // collectives with the root rotating, every collective one call between
+    // barriers; per method the slower of them. The model scores a choice by
+    // its slowest pattern, so a choice is taken only where it wins the way
+    // applications call, not only in back-to-back batches.
+    std::vector<double> patterns(methods.size(), 0.0);
+    if (w.bytes <= kPatternsUpTo) {
+      std::vector<bench::Pattern> timed{{.barrier_between = true}};
+      if (c == Collective::bcast || c == Collective::reduce) timed.push_back({.rotate_root = true});
+      const int reps = std::max(5, o.repetitions / 2);
+      for (const bench::Pattern& pattern : timed) {
+        const bench::SlowestRank got =
+            bench::slowest_rank(bench::time_methods(methods, w, h, iterations, reps, pattern), h.parent);
+        for (size_t m = 0; m < methods.size(); ++m) {
+          patterns[m] = std::max(patterns[m], got.medians[m]);
+          kept.spreads[m] = std::max(kept.spreads[m], got.spreads[m]);
+        }
+      }
+    }
     std::vector<topo::Timing> timings;
-    for (size_t m = 0; m < methods.size(); ++m) timings.push_back({kept.medians[m], kept.spreads[m], returned[m]});
+    for (size_t m = 0; m < methods.size(); ++m)
+      timings.push_back({kept.medians[m], kept.spreads[m], returned[m], patterns[m]});
     topo::CollectivePoint point;
     point.collective = cname;
     point.ranks = h.size;
@@ -650,10 +675,11 @@ void measure_collective(Collective c, const topo::Hierarchy& h, const Options& o
       for (size_t m = 0; m < methods.size(); ++m) {
         std::printf(" %s %.1f", methods[m].c_str(), timings[m].median * 1e6);
         if (both) std::printf("/%.1f", timings[m].returned * 1e6);
+        if (timings[m].patterns > 0) std::printf(" (%.1f)", timings[m].patterns * 1e6);
         std::printf("%s", m == fastest ? "*" : "");
       }
-      std::printf("  (us%s, %d x %d calls)\n", both ? ": heap keeping/returning freed blocks" : "", o.repetitions,
-                  iterations);
+      std::printf("  (us%s%s, %d x %d calls)\n", both ? ": heap keeping/returning freed blocks" : "",
+                  w.bytes <= kPatternsUpTo ? "; (slowest application pattern)" : "", o.repetitions, iterations);
       std::fflush(stdout);
     }
     profile.collectives.push_back(std::move(point));
@@ -695,7 +721,8 @@ void measure_sub_communicators(const topo::Hierarchy& world, const Options& o, t
   for (const auto& [label, color] : groups) {
     MPI_Comm comm = MPI_COMM_NULL;
     if (PMPI_Comm_split(MPI_COMM_WORLD, color, world.rank, &comm) != MPI_SUCCESS) comm = MPI_COMM_NULL;
-    if (comm != MPI_COMM_NULL) {
+    const bool comm_was_null = comm == MPI_COMM_NULL;
+    if (!comm_was_null) {
       // World rank 0 is in every group (rank 0 of the ladder, leader of node 0).
       const topo::Hierarchy* h = topo::hierarchy(comm);
       const ShapeKey key =
@@ -712,7 +739,19 @@ void measure_sub_communicators(const topo::Hierarchy& world, const Options& o, t
       }
       PMPI_Comm_free(&comm);
     }
-    MPI_Barrier(MPI_COMM_WORLD);
+    // The ranks outside the group wait asleep, not spinning in a barrier on
+    // the cores the group is timed on (blocking and nonblocking barriers do
+    // not match: everyone takes the nonblocking one).
+    MPI_Request done = MPI_REQUEST_NULL;
+    MPI_Ibarrier(MPI_COMM_WORLD, &done);
+    if (comm_was_null) {
+      for (int finished = 0; !finished;) {
+        MPI_Test(&done, &finished, MPI_STATUS_IGNORE);
+        if (!finished) std::this_thread::sleep_for(std::chrono::microseconds(500));
+      }
+    } else {
+      MPI_Wait(&done, MPI_STATUS_IGNORE);
+    }
   }
 }
 

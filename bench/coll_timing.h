@@ -201,19 +201,42 @@ inline std::vector<size_t> batch_order(size_t n, int round) {
   return order;
 }
 
+// How the calls of a batch come. Back to back with root 0 is how a benchmark
+// loop calls; applications also move the root on every call (panel
+// broadcasts, pivots) and call once between computations, which a barrier
+// before each call stands for: ranks arrive together, nothing of the
+// previous call is still in flight, and only the call itself is timed.
+struct Pattern {
+  bool rotate_root = false;
+  bool barrier_between = false;
+};
+
 // This rank's seconds per call, [method][repetition]: `repetitions` rounds in
 // which every method runs one batch of `iterations` calls (after one warm-up
 // call), in batch_order(); a barrier before each batch.
 inline std::vector<std::vector<double>> time_methods(const std::vector<std::string>& methods, Workload& w,
-                                                     const topology::Hierarchy& h, int iterations, int repetitions) {
+                                                     const topology::Hierarchy& h, int iterations, int repetitions,
+                                                     Pattern pattern = {}) {
   std::vector<std::vector<double>> samples(methods.size());
   for (int r = 0; r < repetitions; ++r) {
     for (const size_t m : batch_order(methods.size(), r)) {
       run_once(methods[m], w, h);  // warm
       MPI_Barrier(h.parent);
       const double start = now();
-      for (int i = 0; i < iterations; ++i) run_once(methods[m], w, h);
-      samples[m].push_back((now() - start) / iterations);
+      double timed = 0;  // with barriers between: the calls alone
+      for (int i = 0; i < iterations; ++i) {
+        if (pattern.rotate_root) w.call.root = i % h.size;  // every rank counts the same calls
+        if (pattern.barrier_between) {
+          MPI_Barrier(h.parent);
+          const double t = now();
+          run_once(methods[m], w, h);
+          timed += now() - t;
+        } else {
+          run_once(methods[m], w, h);
+        }
+      }
+      w.call.root = 0;
+      samples[m].push_back((pattern.barrier_between ? timed : now() - start) / iterations);
     }
   }
   return samples;

@@ -219,7 +219,7 @@ struct Reader {
       if (!t.is_object()) return fail(at, "expected an object"), std::nullopt;
       Timing timing;
       if (!number(t, "median", at, timing.median, true, true) || !number(t, "spread", at, timing.spread, false) ||
-          !number(t, "returned", at, timing.returned, false))
+          !number(t, "returned", at, timing.returned, false) || !number(t, "patterns", at, timing.patterns, false))
         return std::nullopt;
       c.times.emplace_back(name, timing);
     }
@@ -241,6 +241,7 @@ json::Document level_json(const LevelFit& l) {
 json::Document timing_json(const Timing& t) {
   json::Document v = {{"median", t.median}, {"spread", t.spread}};
   if (t.returned > 0) v["returned"] = t.returned;
+  if (t.patterns > 0) v["patterns"] = t.patterns;
   return v;
 }
 

@@ -24,7 +24,9 @@
 //       {"collective": "allreduce", "ranks": 4, "nodes": 1, "ranks_per_node": 4,
 //        "min_ranks_per_node": 4, "node_consecutive": true,                      (optional: = ranks_per_node, true)
 //        "bytes": 4096,
-//        "times": {"library": {"median": s, "spread": relative}, "two_level": {...}, ...}},
+//        "times": {"library": {"median": s, "spread": relative,
+//                              "returned": s, "patterns": s},                   ("returned", "patterns": optional)
+//                  "two_level": {...}, ...}},
 //       ...
 //     ],
 //     "p2p": {                                                                   (optional, each part too)
@@ -52,6 +54,7 @@
 // section (written before it existed) loads, and the built-in thresholds stay.
 // Readers ignore members they do not know; members they know must have the
 // right type, or the profile is rejected as corrupt.
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -108,7 +111,14 @@ struct Timing {
   // in depends on its history, so the model scores a choice by the slower of
   // the two (0: not measured; the median alone counts).
   double returned = 0;
-  double worst() const { return returned > median ? returned : median; }
+  // Up to 64 KiB: the slowest of applications' call patterns (one call
+  // between barriers; rooted collectives also with the root rotating), where
+  // `median` times back-to-back calls with root 0. A library's small
+  // broadcast from a fixed root pipelines in a loop (0.25 us per call) and
+  // costs 3-5x that once each call starts afresh; an algorithm is taken only
+  // where it wins in both (0: not measured).
+  double patterns = 0;
+  double worst() const { return std::max({median, returned, patterns}); }
 };
 
 struct CollectivePoint {
