@@ -13,17 +13,21 @@
 // unchanged, and only the adjacent form, where a process's lists are its own
 // vertex's, hands vertex k's lists (gathered from old rank k) to new rank k.
 //
+// Where the placement gains nothing, Veneer's answer is the identity: the
+// library's constructor with reorder false on the old communicator.
 // Everything else goes to the library untouched: reorder false, one node,
 // VENEER_PLACEMENT=0 or VENEER_DISABLE=1, arguments Veneer does not read
 // (the library then reports its own errors), a Cartesian or graph topology
-// over fewer processes than the communicator, or no gain.
+// over fewer processes than the communicator.
 #include <mpi.h>
 
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <array>
 #include <climits>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -114,7 +118,10 @@ bool network_costs_more() {
   return model->inter.alpha + kBytes * model->inter.beta > model->intra.alpha + kBytes * model->intra.beta;
 }
 
-// The placement of `g` on h's nodes, where it is predicted to gain; nullopt: keep the identity.
+// Veneer's answer for a topology whose graph it read: the placement of `g`
+// on h's nodes where it is predicted to gain, else the identity (the library
+// is then called with reorder false: Veneer has decided, and Open MPI's
+// treematch, which can hang, is not reached).
 std::optional<Placement> worth_placing(const char* call, const topology::Hierarchy& h, const CommGraph& g) {
   Placement p = topology::place(g, h.node_of_rank, h.node_count);
   const bool taken = p.moves() && p.cut_after < p.cut_before && network_costs_more();
@@ -144,14 +151,17 @@ struct Reordered {
   }
 };
 
-// Every rank agrees to place: the arguments that the standard says are the
-// same everywhere (Cartesian and graph forms) hash alike, and every rank
-// found a gain. One allreduce; false (pass through) on any disagreement.
-bool all_agree(MPI_Comm comm, bool mine, uint32_t hash) {
-  const int h = static_cast<int>(hash & 0x3fffffffU);
-  std::array<int, 3> v{mine ? 1 : 0, h, -h}, all{};
-  if (PMPI_Allreduce(v.data(), all.data(), 3, MPI_INT, MPI_MIN, comm) != MPI_SUCCESS) return false;
-  return all[0] == 1 && all[1] == h && -all[2] == h;
+// What a rank decided for a Cartesian or graph topology.
+enum class Decision : int { pass = 0, keep = 1, place = 2 };
+
+// The decision every rank agrees on: the arguments that the standard says are
+// the same everywhere hash alike and every rank decided the same; else pass
+// (the library sees the call as given). One allreduce.
+Decision all_agree(MPI_Comm comm, Decision mine, uint32_t hash) {
+  const int h = static_cast<int>(hash & 0x3fffffffU), d = static_cast<int>(mine);
+  std::array<int, 4> v{d, -d, h, -h}, all{};
+  if (PMPI_Allreduce(v.data(), all.data(), 4, MPI_INT, MPI_MIN, comm) != MPI_SUCCESS) return Decision::pass;
+  return all[0] == d && -all[1] == d && all[2] == h && -all[3] == h ? mine : Decision::pass;
 }
 
 uint32_t fnv(uint32_t h, int value) {
@@ -273,7 +283,7 @@ CommGraph graph_of(const AdjacentLists& all, int size) {
 // False: pass through (invalid arguments somewhere, weighted mixed with
 // unweighted, too large); *rc a library error, if one happened.
 bool gather_edges(MPI_Comm comm, int size, int n, const int* nodes, const int* degrees, const int* targets,
-                  const int* weights, std::vector<Edge>& edges, int* rc) {
+                  const int* weights, std::vector<Edge>& edges, bool& any_weighted, int* rc) {
   std::vector<int> triples;
   bool valid = n >= 0 && (n == 0 || (nodes && degrees)) && (weights_kind(weights) != weighted || weights || n == 0);
   int64_t at = 0;
@@ -291,7 +301,8 @@ bool gather_edges(MPI_Comm comm, int size, int n, const int* nodes, const int* d
   std::vector<int> headers(3 * static_cast<size_t>(size));
   *rc = PMPI_Allgather(mine.data(), 3, MPI_INT, headers.data(), 3, MPI_INT, comm);
   if (*rc != MPI_SUCCESS) return false;
-  bool any_unweighted = false, any_weighted = false;
+  bool any_unweighted = false;
+  any_weighted = false;
   std::vector<int> counts(static_cast<size_t>(size)), displs(static_cast<size_t>(size));
   int64_t total = 0;
   for (int r = 0; r < size; ++r) {
@@ -313,6 +324,33 @@ bool gather_edges(MPI_Comm comm, int size, int n, const int* nodes, const int* d
   for (size_t i = 0; i + 2 < everything.size(); i += 3)
     edges.push_back({everything[i], everything[i + 1], everything[i + 2]});
   return true;
+}
+
+// Vertex k's lists from every process's edges, in the order they were
+// gathered: for MPI_Dist_graph_create_adjacent, which MPI_Dist_graph_create
+// becomes where Veneer decides (the order of MPI_Dist_graph_create's lists is
+// the library's to choose; Open MPI's treematch component, which makes it and
+// can hang in ompi_comm_nextcid even with reorder false, is not reached).
+struct VertexLists {
+  std::vector<int> in, in_weights, out, out_weights;
+};
+VertexLists lists_of_vertex(const std::vector<Edge>& edges, int k) {
+  VertexLists l;
+  for (const Edge& e : edges) {
+    if (e.from == k) {
+      l.out.push_back(e.to);
+      l.out_weights.push_back(static_cast<int>(e.weight));
+    }
+    if (e.to == k) {
+      l.in.push_back(e.from);
+      l.in_weights.push_back(static_cast<int>(e.weight));
+    }
+  }
+  return l;
+}
+const int* weights_or_marker(bool weighted, const std::vector<int>& w) {
+  if (!weighted) return MPI_UNWEIGHTED;
+  return w.empty() ? MPI_WEIGHTS_EMPTY : w.data();
 }
 
 // ---- MPI_Cart_create ----
@@ -366,7 +404,9 @@ extern "C" int MPI_Dist_graph_create_adjacent(MPI_Comm comm_old, int indegree, c
                        &rc))
     return rc != MPI_SUCCESS ? rc : pass();
   const auto placed = worth_placing("MPI_Dist_graph_create_adjacent", *h, graph_of(all, h->size));
-  if (!placed) return pass();
+  if (!placed)
+    return next_dist_graph_adjacent()(comm_old, indegree, sources, sourceweights, outdegree, destinations, destweights,
+                                      info, 0, comm_dist_graph);
   const int k = placed->vertex_of_rank[static_cast<size_t>(h->rank)];
   const Reordered reordered(comm_old, k);
   if (reordered.rc != MPI_SUCCESS) return reordered.rc;
@@ -385,15 +425,23 @@ extern "C" int MPI_Dist_graph_create(MPI_Comm comm_old, int n, const int nodes[]
   const topology::Hierarchy* h = nodes_of(comm_old);
   if (!h) return pass();
   std::vector<Edge> edges;
+  bool weighted = false;
   int rc = MPI_SUCCESS;
-  if (!gather_edges(comm_old, h->size, n, nodes, degrees, targets, weights, edges, &rc))
+  if (!gather_edges(comm_old, h->size, n, nodes, degrees, targets, weights, edges, weighted, &rc))
     return rc != MPI_SUCCESS ? rc : pass();
   const auto placed = worth_placing("MPI_Dist_graph_create", *h, topology::make_graph(h->size, edges));
-  if (!placed) return pass();
-  const Reordered reordered(comm_old, placed->vertex_of_rank[static_cast<size_t>(h->rank)]);
-  if (reordered.rc != MPI_SUCCESS) return reordered.rc;
-  // Vertex ids are new ranks: every process's edges stay as it gave them.
-  return next_dist_graph()(reordered.comm, n, nodes, degrees, targets, weights, info, 0, newcomm);
+  // Vertex ids are new ranks: the process with new rank k makes vertex k's
+  // lists (the identity: on the old communicator, with its own rank as k).
+  const int k = placed ? placed->vertex_of_rank[static_cast<size_t>(h->rank)] : h->rank;
+  const VertexLists l = lists_of_vertex(edges, k);
+  std::optional<Reordered> reordered;
+  if (placed) {
+    reordered.emplace(comm_old, k);
+    if (reordered->rc != MPI_SUCCESS) return reordered->rc;
+  }
+  return next_dist_graph_adjacent()(placed ? reordered->comm : comm_old, static_cast<int>(l.in.size()), l.in.data(),
+                                    weights_or_marker(weighted, l.in_weights), static_cast<int>(l.out.size()),
+                                    l.out.data(), weights_or_marker(weighted, l.out_weights), info, 0, newcomm);
 }
 
 extern "C" int MPI_Cart_create(MPI_Comm comm_old, int ndims, const int dims[], const int periods[], int reorder,
@@ -411,10 +459,15 @@ extern "C" int MPI_Cart_create(MPI_Comm comm_old, int ndims, const int dims[], c
     hash = fnv(fnv(hash, dims[d]), periods[d] ? 1 : 0);
   }
   std::optional<Placement> placed;
-  if (vertices == h->size)
+  Decision mine = Decision::pass;
+  if (vertices == h->size) {
     placed =
         worth_placing("MPI_Cart_create", *h, topology::make_graph(h->size, grid_edges(ndims, dims, periods, h->size)));
-  if (!all_agree(comm_old, placed.has_value(), hash)) return pass();
+    mine = placed ? Decision::place : Decision::keep;
+  }
+  const Decision agreed = all_agree(comm_old, mine, hash);
+  if (agreed == Decision::pass) return pass();
+  if (agreed == Decision::keep) return next_cart()(comm_old, ndims, dims, periods, 0, comm_cart);
   const Reordered reordered(comm_old, placed->vertex_of_rank[static_cast<size_t>(h->rank)]);
   if (reordered.rc != MPI_SUCCESS) return reordered.rc;
   return next_cart()(reordered.comm, ndims, dims, periods, 0, comm_cart);
@@ -429,7 +482,7 @@ extern "C" int MPI_Graph_create(MPI_Comm comm_old, int nnodes, const int index[]
   // Every process passes the whole graph; only one over all of comm's processes is placed.
   std::vector<Edge> list;
   uint32_t hash = fnv(2166136261U, nnodes);
-  bool valid = nnodes == h->size && (index[nnodes - 1] == 0 || edges);
+  bool valid = nnodes == h->size && index[nnodes - 1] >= 0 && (index[nnodes - 1] == 0 || edges);
   for (int v = 0; valid && v < nnodes; ++v) {
     const int begin = v ? index[v - 1] : 0;
     valid = begin >= 0 && index[v] >= begin;
@@ -440,8 +493,14 @@ extern "C" int MPI_Graph_create(MPI_Comm comm_old, int nnodes, const int index[]
     }
   }
   std::optional<Placement> placed;
-  if (valid) placed = worth_placing("MPI_Graph_create", *h, topology::make_graph(h->size, list));
-  if (!all_agree(comm_old, placed.has_value(), hash)) return pass();
+  Decision mine = Decision::pass;
+  if (valid) {
+    placed = worth_placing("MPI_Graph_create", *h, topology::make_graph(h->size, list));
+    mine = placed ? Decision::place : Decision::keep;
+  }
+  const Decision agreed = all_agree(comm_old, mine, hash);
+  if (agreed == Decision::pass) return pass();
+  if (agreed == Decision::keep) return next_graph()(comm_old, nnodes, index, edges, 0, comm_graph);
   const Reordered reordered(comm_old, placed->vertex_of_rank[static_cast<size_t>(h->rank)]);
   if (reordered.rc != MPI_SUCCESS) return reordered.rc;
   return next_graph()(reordered.comm, nnodes, index, edges, 0, comm_graph);
@@ -452,9 +511,95 @@ std::string placement_report_text() {
   Record& r = record();
   const std::lock_guard<std::mutex> hold(r.lock);
   if (r.placed + r.kept == 0) return {};
-  std::string text = "  placement (topologies, reorder true): " + std::to_string(r.placed) + " placed, " +
-                     std::to_string(r.kept) + " kept\n";
+  char counts[160];
+  std::snprintf(counts, sizeof counts, "  %-28s %14lld\n  %-28s %14lld\n", "topologies placed",
+                static_cast<long long>(r.placed), "topologies kept (no gain)", static_cast<long long>(r.kept));
+  std::string text = counts;
   for (const std::string& line : r.recent) text += "    " + line + "\n";
   return text;
 }
 }  // namespace veneer
+
+#ifdef OPEN_MPI
+// ---- Fortran ----
+// Open MPI's Fortran bindings call PMPI_* directly, so Fortran programs would
+// not reach the entry points above: these convert the arguments as Open MPI's
+// binding does (handles with f2c/c2f, LOGICAL as nonzero, MPI_UNWEIGHTED and
+// MPI_WEIGHTS_EMPTY as the addresses of its common blocks, ierror optional in
+// mpi_f08) and call them. MPICH's bindings already call MPI_*.
+extern "C" {
+extern int mpi_fortran_unweighted_ __attribute__((weak));
+extern int mpi_fortran_weights_empty_ __attribute__((weak));
+}
+
+namespace {
+
+using F = MPI_Fint;
+
+void set_error(F* ierror, int rc) {
+  if (ierror) *ierror = rc;
+}
+
+const int* fortran_weights(const F* w) {
+  if (&mpi_fortran_unweighted_ != nullptr && w == &mpi_fortran_unweighted_) return MPI_UNWEIGHTED;
+  if (&mpi_fortran_weights_empty_ != nullptr && w == &mpi_fortran_weights_empty_) return MPI_WEIGHTS_EMPTY;
+  return w;
+}
+
+// After the call (not as an argument beside it: `c` must be read once the call has set it).
+void made(int rc, MPI_Comm c, F* out, F* ierror) {
+  if (rc == MPI_SUCCESS) *out = PMPI_Comm_c2f(c);
+  set_error(ierror, rc);
+}
+
+}  // namespace
+
+extern "C" {
+
+void veneer_fortran_cart_create(F* comm_old, F* ndims, F* dims, F* periods, F* reorder, F* comm_cart, F* ierror) {
+  std::vector<int> open_or_periodic(static_cast<size_t>(std::max(0, *ndims)));
+  for (size_t d = 0; d < open_or_periodic.size(); ++d) open_or_periodic[d] = periods[d] != 0;
+  MPI_Comm c = MPI_COMM_NULL;
+  const int rc = MPI_Cart_create(PMPI_Comm_f2c(*comm_old), *ndims, dims, open_or_periodic.data(), *reorder != 0, &c);
+  made(rc, c, comm_cart, ierror);
+}
+
+void veneer_fortran_graph_create(F* comm_old, F* nnodes, F* index, F* edges, F* reorder, F* comm_graph, F* ierror) {
+  MPI_Comm c = MPI_COMM_NULL;
+  const int rc = MPI_Graph_create(PMPI_Comm_f2c(*comm_old), *nnodes, index, edges, *reorder != 0, &c);
+  made(rc, c, comm_graph, ierror);
+}
+
+void veneer_fortran_dist_graph_create_adjacent(F* comm_old, F* indegree, F* sources, F* sourceweights, F* outdegree,
+                                               F* destinations, F* destweights, F* info, F* reorder, F* comm_dist_graph,
+                                               F* ierror) {
+  MPI_Comm c = MPI_COMM_NULL;
+  const int rc = MPI_Dist_graph_create_adjacent(PMPI_Comm_f2c(*comm_old), *indegree, sources,
+                                                fortran_weights(sourceweights), *outdegree, destinations,
+                                                fortran_weights(destweights), PMPI_Info_f2c(*info), *reorder != 0, &c);
+  made(rc, c, comm_dist_graph, ierror);
+}
+
+void veneer_fortran_dist_graph_create(F* comm_old, F* n, F* sources, F* degrees, F* destinations, F* weights, F* info,
+                                      F* reorder, F* comm_dist_graph, F* ierror) {
+  MPI_Comm c = MPI_COMM_NULL;
+  const int rc = MPI_Dist_graph_create(PMPI_Comm_f2c(*comm_old), *n, sources, degrees, destinations,
+                                       fortran_weights(weights), PMPI_Info_f2c(*info), *reorder != 0, &c);
+  made(rc, c, comm_dist_graph, ierror);
+}
+
+}  // extern "C"
+
+// mpif.h and `use mpi` in every name-mangling convention, and mpi_f08 (the same arguments).
+#define VENEER_ALIAS(impl, name) extern "C" decltype(impl) name __attribute__((alias(#impl)));
+#define VENEER_FORTRAN_NAMES(impl, lower, UPPER) \
+  VENEER_ALIAS(impl, lower##_)                   \
+  VENEER_ALIAS(impl, lower##__) VENEER_ALIAS(impl, lower) VENEER_ALIAS(impl, UPPER) VENEER_ALIAS(impl, lower##_f08_)
+VENEER_FORTRAN_NAMES(veneer_fortran_cart_create, mpi_cart_create, MPI_CART_CREATE)
+VENEER_FORTRAN_NAMES(veneer_fortran_graph_create, mpi_graph_create, MPI_GRAPH_CREATE)
+VENEER_FORTRAN_NAMES(veneer_fortran_dist_graph_create_adjacent, mpi_dist_graph_create_adjacent,
+                     MPI_DIST_GRAPH_CREATE_ADJACENT)
+VENEER_FORTRAN_NAMES(veneer_fortran_dist_graph_create, mpi_dist_graph_create, MPI_DIST_GRAPH_CREATE)
+#undef VENEER_FORTRAN_NAMES
+#undef VENEER_ALIAS
+#endif  // OPEN_MPI
