@@ -27,7 +27,7 @@
 //  - the same on the communicators a job meets besides the whole world:
 //    ranks 0..s-1 for a ladder of smaller sizes s (every size below 8
 //    ranks; halves and powers of two above) and the node leaders, each
-//    timed alone at every other ladder size with half the repetitions, so
+//    timed alone at every other ladder size with a third of the repetitions, so
 //    that sub-communicators and smaller jobs find measured points of their
 //    own shape;
 //  - point-to-point take-over: for strided vectors (blocks of 1 B to 4 KiB,
@@ -643,10 +643,12 @@ void measure_collective(Collective c, const topo::Hierarchy& h, const Options& o
     if (w.bytes <= kPatternsUpTo) {
       std::vector<bench::Pattern> timed{{.barrier_between = true}};
       if (c == Collective::bcast || c == Collective::reduce) timed.push_back({.rotate_root = true});
-      const int reps = std::max(5, o.repetitions / 2);
+      // A barrier per call makes a batch of the smallest messages ten times
+      // longer than the back-to-back one: fewer calls per batch, fewer batches.
+      const int reps = std::max(5, o.repetitions / 3), calls = std::min(iterations, 250);
       for (const bench::Pattern& pattern : timed) {
         const bench::SlowestRank got =
-            bench::slowest_rank(bench::time_methods(methods, w, h, iterations, reps, pattern), h.parent);
+            bench::slowest_rank(bench::time_methods(methods, w, h, calls, reps, pattern), h.parent);
         for (size_t m = 0; m < methods.size(); ++m) {
           patterns[m] = std::max(patterns[m], got.medians[m]);
           kept.spreads[m] = std::max(kept.spreads[m], got.spreads[m]);
@@ -690,7 +692,7 @@ void measure_collective(Collective c, const topo::Hierarchy& h, const Options& o
 // of smaller sizes (row and column communicators, the rank counts of smaller
 // jobs: ranks 0..s-1 of the world), and the node leaders. Each is timed
 // alone, the other ranks waiting, at every other size of the ladder with
-// half the repetitions, so that the model has measured points at the rank
+// a third of the repetitions, so that the model has measured points at the rank
 // counts it will be asked about instead of one count standing for all.
 std::vector<int> sub_sizes(int p) {
   std::vector<int> sizes;
@@ -708,7 +710,7 @@ struct ShapeKey {
 void measure_sub_communicators(const topo::Hierarchy& world, const Options& o, topo::Profile& profile, int* failures) {
   Options sub = o;
   sub.step = o.step * 2;
-  sub.repetitions = std::max(5, o.repetitions / 2);
+  sub.repetitions = std::max(5, o.repetitions / 3);
   std::vector<ShapeKey> seen{
       {world.size, world.node_count, world.max_ranks_per_node, world.min_ranks_per_node, world.node_consecutive}};
   std::vector<std::pair<std::string, int>> groups;  // (label, color of this rank; MPI_UNDEFINED: waits)
