@@ -48,7 +48,7 @@ struct alignas(64) Config {
   int report = 0;                       // VENEER_REPORT=0|1|2 (2: per rank)
   // Send/receive take-over rule: non-contiguous data whose mean contiguous
   // block is at most this many bytes (VENEER_P2P_MAX_BLOCK). The default
-  // depends on the library (measured, see README): Open MPI's shared-memory
+  // depends on the library (measured, see docs/results.md): Open MPI's shared-memory
   // path moves larger blocks without packing, MPICH's packs them slowly.
   // A calibrated profile replaces it at MPI_Init (set_profile_thresholds).
   int64_t p2p_max_block = VENEER_DEFAULT_P2P_MAX_BLOCK;
