@@ -202,18 +202,24 @@ topo::Profile profile_with_send_tables() {
   return p;
 }
 
-TEST_F(SendRule, TakesOverPerPeerLevelWhereTheProfileMeasuredAGain) {
-  const int me = world_rank(), n = world_size();
+// Writes `p` (rank 0), loads it as this job's profile on every rank, removes the file.
+alg::ProfileInfo load_as_profile(const topo::Profile& p) {
   char path[256] = {};
-  if (me == 0) {
+  if (world_rank() == 0) {
     std::snprintf(path, sizeof path, "%s/veneer_send_rule_test_%d.json", ::testing::TempDir().c_str(), ::getpid());
-    ASSERT_FALSE(topo::write_profile(profile_with_send_tables(), path).has_value());
+    EXPECT_FALSE(topo::write_profile(p, path).has_value());
   }
   MPI_Bcast(path, sizeof path, MPI_CHAR, 0, MPI_COMM_WORLD);
   setenv("VENEER_PROFILE", path, 1);
-  const alg::ProfileInfo info = alg::load_profile(MPI_COMM_WORLD);
+  alg::ProfileInfo info = alg::load_profile(MPI_COMM_WORLD);
   unsetenv("VENEER_PROFILE");
-  if (me == 0) std::remove(path);
+  if (world_rank() == 0) std::remove(path);
+  return info;
+}
+
+TEST_F(SendRule, TakesOverPerPeerLevelWhereTheProfileMeasuredAGain) {
+  const int me = world_rank(), n = world_size();
+  const alg::ProfileInfo info = load_as_profile(profile_with_send_tables());
   ASSERT_TRUE(info.loaded()) << info.describe();
   ASSERT_NE(config().send_rules, nullptr);
   EXPECT_EQ(config().p2p_min_bytes, 4096);
@@ -261,16 +267,7 @@ TEST_F(SendRule, NonblockingCallsKeepTheBuiltInBoundsUnderAProfile) {
                                             [](const topo::P2pPoint& pt) { return pt.block == 64; }),
                              p.p2p->intra->points.end());
   p.p2p->intra->max_block = 512;
-  char path[256] = {};
-  if (me == 0) {
-    std::snprintf(path, sizeof path, "%s/veneer_send_rule_nb_%d.json", ::testing::TempDir().c_str(), ::getpid());
-    ASSERT_FALSE(topo::write_profile(p, path).has_value());
-  }
-  MPI_Bcast(path, sizeof path, MPI_CHAR, 0, MPI_COMM_WORLD);
-  setenv("VENEER_PROFILE", path, 1);
-  const alg::ProfileInfo info = alg::load_profile(MPI_COMM_WORLD);
-  unsetenv("VENEER_PROFILE");
-  if (me == 0) std::remove(path);
+  const alg::ProfileInfo info = load_as_profile(p);
   ASSERT_TRUE(info.loaded()) << info.describe();
   ASSERT_NE(config().send_rules, nullptr);
   EXPECT_EQ(config().p2p_nonblocking_max_block, std::min<int64_t>(512, VENEER_DEFAULT_P2P_MAX_BLOCK));
