@@ -2,7 +2,7 @@
 // Rank placement of process topologies created with reorder true
 // (interposer/topology_create.cpp): every constructor, reorder true and
 // false, weighted and unweighted, on pretend nodes (VENEER_RANKS_PER_NODE,
-// set per registration in CMakeLists.txt). On the new communicator, the
+// set per registration in CMakeLists.txt) or on the hosts of test/cluster. On the new communicator, the
 // process with new rank k must answer every query with vertex k's lists
 // (neighbours, weights, coordinates) and a neighbourhood exchange must
 // deliver each neighbour's data. Where placement is on, the new ranks must
@@ -13,6 +13,7 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -45,11 +46,20 @@ bool placement_on() {
   return !v || std::strcmp(v, "0") != 0;
 }
 
-// The pretend node of every world rank (all on node 0 without VENEER_RANKS_PER_NODE).
+// The node of every world rank: the pretend nodes of VENEER_RANKS_PER_NODE,
+// else the hosts (test/cluster), numbered by their lowest rank.
 std::vector<int> world_nodes() {
   std::vector<int> nodes(static_cast<size_t>(size_of()), 0);
-  if (auto sizes = veneer::topology::pretend_node_sizes_from_env())
+  if (auto sizes = veneer::topology::pretend_node_sizes_from_env()) {
     for (int r = 0; r < size_of(); ++r) nodes[static_cast<size_t>(r)] = veneer::topology::node_of_index(r, *sizes);
+    return nodes;
+  }
+  int64_t mine = veneer::topology::host_key();
+  std::vector<int64_t> keys(nodes.size());
+  MPI_Allgather(&mine, 1, MPI_INT64_T, keys.data(), 1, MPI_INT64_T, MPI_COMM_WORLD);
+  std::map<int64_t, int> node_of_key;
+  for (size_t r = 0; r < keys.size(); ++r)
+    nodes[r] = node_of_key.try_emplace(keys[r], static_cast<int>(node_of_key.size())).first->second;
   return nodes;
 }
 
