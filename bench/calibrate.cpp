@@ -570,8 +570,8 @@ void measure_p2p(const topo::Hierarchy& h, const Options& o, topo::Profile& prof
 // blocks of 128 KiB and more by default; below, a library's temporaries come
 // from the heap's free lists either way.
 constexpr int64_t kHeapStatesFrom = int64_t{128} << 10;
-// Application patterns are timed up to here: beyond, one call's own time
-// dominates what a barrier before it or another root changes.
+// One call between barriers is timed up to here: beyond, one call's own time
+// dominates what a barrier before it changes.
 constexpr int64_t kPatternsUpTo = int64_t{64} << 10;
 
 // Puts glibc's heap into one of its two ways with large freed blocks:
@@ -634,25 +634,25 @@ void measure_collective(Collective c, const topo::Hierarchy& h, const Options& o
       returned = back.medians;
       for (size_t m = 0; m < methods.size(); ++m) kept.spreads[m] = std::max(kept.spreads[m], back.spreads[m]);
     }
-    // Applications' patterns (bench::Pattern) up to kPatternsUpTo: rooted
-    // collectives with the root rotating, every collective one call between
-    // barriers; per method the slower of them. The model scores a choice by
-    // its slowest pattern, so a choice is taken only where it wins the way
-    // applications call, not only in back-to-back batches.
+    // Applications' patterns (bench::Pattern): rooted collectives with the
+    // root rotating at every size (where the data must end or start moves
+    // with it), and up to kPatternsUpTo every collective one call between
+    // barriers; per method the slowest of them. The model scores a choice by
+    // its slowest condition, so a choice is taken only where it wins the way
+    // applications call, not only in back-to-back batches with root 0.
     std::vector<double> patterns(methods.size(), 0.0);
-    if (w.bytes <= kPatternsUpTo) {
-      std::vector<bench::Pattern> timed{{.barrier_between = true}};
-      if (c == Collective::bcast || c == Collective::reduce) timed.push_back({.rotate_root = true});
-      // A barrier per call makes a batch of the smallest messages ten times
-      // longer than the back-to-back one: fewer calls per batch, fewer batches.
-      const int reps = std::max(5, o.repetitions / 3), calls = std::min(iterations, 250);
-      for (const bench::Pattern& pattern : timed) {
-        const bench::SlowestRank got =
-            bench::slowest_rank(bench::time_methods(methods, w, h, calls, reps, pattern), h.parent);
-        for (size_t m = 0; m < methods.size(); ++m) {
-          patterns[m] = std::max(patterns[m], got.medians[m]);
-          kept.spreads[m] = std::max(kept.spreads[m], got.spreads[m]);
-        }
+    std::vector<bench::Pattern> timed;
+    if (w.bytes <= kPatternsUpTo) timed.push_back({.barrier_between = true});
+    if (c == Collective::bcast || c == Collective::reduce) timed.push_back({.rotate_root = true});
+    // A barrier per call makes a batch of the smallest messages ten times
+    // longer than the back-to-back one: fewer calls per batch, fewer batches.
+    const int pattern_reps = std::max(5, o.repetitions / 3), pattern_calls = std::min(iterations, 250);
+    for (const bench::Pattern& pattern : timed) {
+      const bench::SlowestRank got =
+          bench::slowest_rank(bench::time_methods(methods, w, h, pattern_calls, pattern_reps, pattern), h.parent);
+      for (size_t m = 0; m < methods.size(); ++m) {
+        patterns[m] = std::max(patterns[m], got.medians[m]);
+        kept.spreads[m] = std::max(kept.spreads[m], got.spreads[m]);
       }
     }
     std::vector<topo::Timing> timings;
@@ -681,7 +681,7 @@ void measure_collective(Collective c, const topo::Hierarchy& h, const Options& o
         std::printf("%s", m == fastest ? "*" : "");
       }
       std::printf("  (us%s%s, %d x %d calls)\n", both ? ": heap keeping/returning freed blocks" : "",
-                  w.bytes <= kPatternsUpTo ? "; (slowest application pattern)" : "", o.repetitions, iterations);
+                  timed.empty() ? "" : "; (slowest application pattern)", o.repetitions, iterations);
       std::fflush(stdout);
     }
     profile.collectives.push_back(std::move(point));

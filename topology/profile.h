@@ -111,8 +111,8 @@ struct Timing {
   // in depends on its history, so the model scores a choice by the slower of
   // the two (0: not measured; the median alone counts).
   double returned = 0;
-  // Up to 64 KiB: the slowest of applications' call patterns (one call
-  // between barriers; rooted collectives also with the root rotating), where
+  // The slowest of applications' call patterns (up to 64 KiB one call
+  // between barriers; rooted collectives with the root rotating), where
   // `median` times back-to-back calls with root 0. A library's small
   // broadcast from a fixed root pipelines in a loop (0.25 us per call) and
   // costs 3-5x that once each call starts afresh; an algorithm is taken only
