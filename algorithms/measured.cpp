@@ -203,13 +203,22 @@ ProfileInfo profile_info() {
 
 namespace {
 
+// Every world rank's node, for the send rules (built-in or the profile's):
+// one allgather on MPI_COMM_WORLD, so only where every rank of it calls
+// (load_profile on MPI_COMM_WORLD, after the shared broadcast).
+bool learn_nodes(MPI_Comm comm) {
+  topology::forget_world_nodes();
+  return comm == MPI_COMM_WORLD && topology::learn_world_nodes();
+}
+
 // The built-in cost model, thresholds and send rules: what a job runs with
-// when no profile is taken.
-void use_defaults() {
+// when no profile is taken. `comm`: the communicator every rank loads on, to
+// learn the nodes with; MPI_COMM_NULL where the ranks may not all be here.
+void use_defaults(MPI_Comm comm) {
   set_cost_model(default_cost_model());
   set_profile_thresholds(std::nullopt, std::nullopt);
   set_profile_send_rules(nullptr);
-  topology::forget_world_nodes();
+  learn_nodes(comm);
 }
 
 }  // namespace
@@ -223,7 +232,7 @@ ProfileInfo load_profile(MPI_Comm comm, bool enabled) {
     log(LogLevel::warn, "machine profile not used: MPI_Comm_rank failed (error %d)", rc);
     info.status = ProfileStatus::unreadable;
     info.why = "MPI_Comm_rank failed";
-    use_defaults();
+    use_defaults(MPI_COMM_NULL);
     remember(info);
     return info;
   }
@@ -265,7 +274,7 @@ ProfileInfo load_profile(MPI_Comm comm, bool enabled) {
     info.status = ProfileStatus::unreadable;
     info.why = "could not share the profile from rank 0";
     info.fingerprint.clear();
-    use_defaults();
+    use_defaults(MPI_COMM_NULL);
     remember(info);
     return info;
   }
@@ -293,7 +302,7 @@ ProfileInfo load_profile(MPI_Comm comm, bool enabled) {
       // Typed sends: the per-peer-level tables, and every world rank's node to
       // look levels up (every rank holds the same profile: all or none join the allgather).
       auto rules = std::make_shared<const SendRules>(send_rules_from_profile(*shared.profile));
-      if (!rules->empty() && topology::learn_world_nodes()) set_profile_send_rules(std::move(rules));
+      if (learn_nodes(comm) && !rules->empty()) set_profile_send_rules(std::move(rules));
       else set_profile_send_rules(nullptr);
       installed = true;
     } else {
@@ -301,7 +310,7 @@ ProfileInfo load_profile(MPI_Comm comm, bool enabled) {
       info.why = "the shared profile did not read back: " + shared.why;
     }
   }
-  if (!installed) use_defaults();
+  if (!installed) use_defaults(comm);
   if (rank == 0) {
     if (installed) log(LogLevel::info, "%s: %s", info.describe().c_str(), info.why.c_str());
     else if (info.status == ProfileStatus::off || (info.status == ProfileStatus::missing && !explicit_path))

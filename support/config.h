@@ -75,6 +75,14 @@ struct alignas(64) Config {
   // Installed, they decide in p2p_layout, and the two thresholds become the
   // tables' loosest bounds (what the pass-through fast path tests).
   std::shared_ptr<const SendRules> send_rules;
+  // Without tables and with both thresholds built in: sends and receives
+  // whose peer is on another node (pretend nodes count) are passed through.
+  // The built-in bounds were measured between ranks of one node; between
+  // nodes over TCP the library's own path won (a ring of 1 MiB faces on the
+  // 2-host namespace cluster: 0.81-0.85x of the library taken over, 1.00x
+  // passed through). A threshold the user sets, or a profile's, is the whole
+  // rule for every peer.
+  bool p2p_same_node_only = true;
   // Alltoallv/w take-over rule per block, same meaning (VENEER_ALLTOALL_MAX_BLOCK);
   // its own default per library (support/CMakeLists.txt: the halo exchange measured).
   int64_t alltoall_max_block = VENEER_DEFAULT_ALLTOALL_MAX_BLOCK;
