@@ -570,9 +570,6 @@ void measure_p2p(const topo::Hierarchy& h, const Options& o, topo::Profile& prof
 // blocks of 128 KiB and more by default; below, a library's temporaries come
 // from the heap's free lists either way.
 constexpr int64_t kHeapStatesFrom = int64_t{128} << 10;
-// One call between barriers is timed up to here: beyond, one call's own time
-// dominates what a barrier before it changes.
-constexpr int64_t kPatternsUpTo = int64_t{64} << 10;
 
 // Puts glibc's heap into one of its two ways with large freed blocks:
 // keeping them (thresholds far above any temporary: freed memory is reused
@@ -635,14 +632,17 @@ void measure_collective(Collective c, const topo::Hierarchy& h, const Options& o
       for (size_t m = 0; m < methods.size(); ++m) kept.spreads[m] = std::max(kept.spreads[m], back.spreads[m]);
     }
     // Applications' patterns (bench::Pattern): rooted collectives with the
-    // root rotating at every size (where the data must end or start moves
-    // with it), and up to kPatternsUpTo every collective one call between
-    // barriers; per method the slowest of them. The model scores a choice by
+    // root rotating (where the data must end or start moves with it), and
+    // every collective one call between barriers, at every size; per method
+    // the slowest of them. Large messages between barriers too: back to back,
+    // a library's reduce of 512 KiB overlapped one call's tail with the next
+    // call's start, and a binomial tree timed that way ran at 0.79x of it
+    // called between barriers. The model scores a choice by
     // its slowest condition, so a choice is taken only where it wins the way
     // applications call, not only in back-to-back batches with root 0.
     std::vector<double> patterns(methods.size(), 0.0);
     std::vector<bench::Pattern> timed;
-    if (w.bytes <= kPatternsUpTo) timed.push_back({.barrier_between = true});
+    timed.push_back({.barrier_between = true});
     if (c == Collective::bcast || c == Collective::reduce) timed.push_back({.rotate_root = true});
     // A barrier per call makes a batch of the smallest messages ten times
     // longer than the back-to-back one: fewer calls per batch, fewer batches.

@@ -178,8 +178,8 @@ void fill_pass_rule(const datatypes::Layout* layout, datatypes::detail::Front& e
 //  - without: its mean contiguous block is at most VENEER_P2P_MAX_BLOCK bytes
 //    (the library's own copy loop is competitive for large blocks and avoids
 //    our extra copy) and the message is at least VENEER_P2P_MIN_BYTES; and,
-//    with both bounds built in, the peer is not on another node
-//    (Config::p2p_same_node_only: the bounds were measured within a node).
+//    with both bounds built in, the job runs on one host
+//    (Config::p2p_one_host_only: the bounds were measured on one).
 // (With tables, those two hold the tables' loosest bounds, so the checks
 // below and p2p_passes never refuse what a table would take.)
 inline std::shared_ptr<const datatypes::Layout> p2p_layout(const void* buf, int count, MPI_Datatype type, int peer,
@@ -198,7 +198,7 @@ inline std::shared_ptr<const datatypes::Layout> p2p_layout(const void* buf, int 
     const double mean_block =
         static_cast<double>(layout->size) / static_cast<double>(std::max<int64_t>(1, layout->block_count));
     if (!c.send_rules->takes(topology::peer_level(comm, peer), mean_block, bytes)) return nullptr;
-  } else if (c.p2p_same_node_only && topology::peer_level(comm, peer) == PeerLevel::other_node) {
+  } else if (c.p2p_one_host_only && topology::world_host_count() > 1) {
     return nullptr;
   }
   if (!cpu_accessible(offset_ptr(buf, layout->true_lb))) return nullptr;

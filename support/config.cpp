@@ -156,8 +156,8 @@ void apply_profile_thresholds(Config& c) {
       c.p2p_min_bytes_origin = ThresholdOrigin::built_in;
     }
   }
-  c.p2p_same_node_only = !c.send_rules && c.p2p_max_block_origin == ThresholdOrigin::built_in &&
-                         c.p2p_min_bytes_origin == ThresholdOrigin::built_in;
+  c.p2p_one_host_only = !c.send_rules && c.p2p_max_block_origin == ThresholdOrigin::built_in &&
+                        c.p2p_min_bytes_origin == ThresholdOrigin::built_in;
   // A profile's send rule (tables or single threshold) was timed one blocking
   // message at a time; a halo exchange posts many at once, and each one taken
   // holds its staging until completion (26 neighbours, 24-byte cells: taken

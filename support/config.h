@@ -75,14 +75,17 @@ struct alignas(64) Config {
   // Installed, they decide in p2p_layout, and the two thresholds become the
   // tables' loosest bounds (what the pass-through fast path tests).
   std::shared_ptr<const SendRules> send_rules;
-  // Without tables and with both thresholds built in: sends and receives
-  // whose peer is on another node (pretend nodes count) are passed through.
-  // The built-in bounds were measured between ranks of one node; between
-  // nodes over TCP the library's own path won (a ring of 1 MiB faces on the
-  // 2-host namespace cluster: 0.81-0.85x of the library taken over, 1.00x
-  // passed through). A threshold the user sets, or a profile's, is the whole
-  // rule for every peer.
-  bool p2p_same_node_only = true;
+  // Without tables and with both thresholds built in, the rule holds in a job
+  // on one host only: on several, every send and receive goes to the
+  // library. The built-in bounds were measured on halo exchanges within one
+  // host. Across hosts the network bounds the exchange, so packing the
+  // within-host faces cannot shorten it, and taking over the others lost
+  // (halo3d's ring of 1 MiB faces on the 2-host namespace cluster, placed in
+  // blocks: 0.81-0.85x of the library with every face taken over, 0.89-0.92x
+  // with the within-host faces taken over, 1.00x with none). Pretend nodes
+  // (VENEER_RANKS_PER_NODE) are one host. A threshold the user sets, or a
+  // profile's tables, are the rule in any job.
+  bool p2p_one_host_only = true;
   // Alltoallv/w take-over rule per block, same meaning (VENEER_ALLTOALL_MAX_BLOCK);
   // its own default per library (support/CMakeLists.txt: the halo exchange measured).
   int64_t alltoall_max_block = VENEER_DEFAULT_ALLTOALL_MAX_BLOCK;

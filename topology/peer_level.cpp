@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: BSD-3-Clause
 #include "topology/peer_level.h"
 
+#include <algorithm>
+#include <cstdint>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -15,6 +17,7 @@ namespace {
 // and each one's when they differ.
 struct PeerLevels {
   PeerLevel common = PeerLevel::unknown;
+  int hosts = 0;  // MPI_COMM_WORLD's only: the hosts its ranks run on
   std::vector<PeerLevel> of_rank;  // empty when every peer shares `common`
   PeerLevel at(int peer) const {
     if (peer == MPI_ANY_SOURCE || of_rank.empty()) return common;
@@ -95,12 +98,30 @@ bool learn_world_nodes(int* rc) {
   world->of_rank.reserve(h->node_of_rank.size());
   for (int node : h->node_of_rank)
     world->of_rank.push_back(node == h->node_index ? PeerLevel::same_node : PeerLevel::other_node);
+  world->hosts = h->node_count;
+  if (h->pretend) {
+    // Pretend nodes: the hosts themselves, by their names' keys.
+    std::vector<int64_t> keys(h->node_of_rank.size());
+    const int64_t mine = host_key();
+    if (int e = PMPI_Allgather(&mine, 1, MPI_INT64_T, keys.data(), 1, MPI_INT64_T, MPI_COMM_WORLD);
+        failed(e, "MPI_Allgather (host keys)")) {
+      if (rc) *rc = e;
+      return false;
+    }
+    std::sort(keys.begin(), keys.end());
+    world->hosts = static_cast<int>(std::unique(keys.begin(), keys.end()) - keys.begin());
+  }
   settle(*world);
   g_world = std::move(world);
   return true;
 }
 
 void forget_world_nodes() { g_world.reset(); }
+
+int world_host_count() {
+  const PeerLevels* world = g_world.get();
+  return world ? world->hosts : 0;
+}
 
 PeerLevel peer_level(MPI_Comm comm, int peer) {
   const PeerLevels* world = g_world.get();

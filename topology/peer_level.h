@@ -2,8 +2,8 @@
 #pragma once
 // Where a point-to-point peer runs: on this rank's node or another one, for
 // the send take-over rule (support/send_rule.h). MPI_COMM_WORLD's node map is
-// learnt once at MPI_Init (one allgather, only when a profile's per-level
-// send rules need it); every other communicator's levels are translated from
+// learnt once at MPI_Init (one allgather, a second one under pretend nodes
+// to count the real hosts); every other communicator's levels are translated from
 // it once, without communication, and cached on the communicator (an
 // attribute freed with it). Never asked on the pass-through fast path.
 #include <mpi.h>
@@ -19,6 +19,9 @@ namespace veneer::topology {
 bool learn_world_nodes(int* rc = nullptr);
 // Forgets the map (every level unknown again); for tests and MPI_Finalize.
 void forget_world_nodes();
+// How many hosts (machines with their own host name; pretend nodes do not
+// count) MPI_COMM_WORLD runs on, as learnt by learn_world_nodes; 0 before.
+int world_host_count();
 
 // The level of `peer` (a rank of comm, of its remote group for an
 // intercommunicator, or MPI_ANY_SOURCE: the level every possible sender

@@ -3,7 +3,8 @@
 // VENEER_CLUSTER_HOSTS to its layout, e.g. "2,1"): the node hierarchy Veneer
 // detects is the hosts, not pretended; and every collective algorithm, forced
 // through the environment and called through the MPI entry points, gives the
-// library's result on those real nodes. Outside such a cluster the tests skip.
+// library's result on those real nodes; typed sends go to the library when
+// no profile decides them. Outside such a cluster the tests skip.
 #include <gtest/gtest.h>
 #include <mpi.h>
 #include <unistd.h>
@@ -16,7 +17,10 @@
 #include <vector>
 
 #include "algorithms/collectives.h"
+#include "support/config.h"
+#include "support/counters.h"
 #include "topology/hierarchy.h"
+#include "topology/peer_level.h"
 
 namespace veneer::test {
 namespace {
@@ -272,6 +276,40 @@ TEST(Cluster, EveryAlgorithmOnTheDetectedNodes) {
       EXPECT_TRUE(ran > 0 || shape_bars) << alg::collective_name(c) << " " << a->name << " never ran: " << why_not;
     }
   }
+}
+
+// Without a profile, the built-in send rule (measured on one host) holds in
+// a job on one host only: across hosts, a ring of 128 KiB messages of
+// 8-byte blocks, which it takes over on one host, goes to the library on both
+// sides, to a peer on this host and to one on another alike, and arrives.
+TEST(Cluster, TypedSendsGoToTheLibraryOnSeveralHostsWithoutAProfile) {
+  SKIP_OFF_CLUSTER();
+  if (config().send_rules || !config().p2p_one_host_only)
+    GTEST_SKIP() << "a profile's tables or the user's thresholds decide the sends";
+  ASSERT_EQ(topology::world_host_count(), static_cast<int>(cluster_layout().size()));
+  const int n = world_size(), me = world_rank();
+  constexpr int kElements = 16384;  // every other double of 2 * kElements
+  MPI_Datatype every_other = MPI_DATATYPE_NULL;
+  ASSERT_EQ(MPI_Type_vector(kElements, 1, 2, MPI_DOUBLE, &every_other), MPI_SUCCESS);
+  ASSERT_EQ(MPI_Type_commit(&every_other), MPI_SUCCESS);
+  std::vector<double> out(2 * kElements), in(2 * kElements, -1.0);
+  for (size_t i = 0; i < out.size(); ++i) out[i] = me * 1e6 + static_cast<double>(i);
+  const uint64_t sent = counters().get(Counter::send_taken), received = counters().get(Counter::recv_taken);
+  const int next = (me + 1) % n, previous = (me + n - 1) % n;
+  MPI_Request r[2];
+  ASSERT_EQ(MPI_Irecv(in.data(), 1, every_other, previous, 9, MPI_COMM_WORLD, &r[0]), MPI_SUCCESS);
+  ASSERT_EQ(MPI_Isend(out.data(), 1, every_other, next, 9, MPI_COMM_WORLD, &r[1]), MPI_SUCCESS);
+  ASSERT_EQ(MPI_Waitall(2, r, MPI_STATUSES_IGNORE), MPI_SUCCESS);
+  ASSERT_EQ(MPI_Sendrecv(out.data(), 1, every_other, next, 10, in.data(), 1, every_other, previous, 10,
+                         MPI_COMM_WORLD, MPI_STATUS_IGNORE),
+            MPI_SUCCESS);
+  EXPECT_EQ(counters().get(Counter::send_taken), sent);
+  EXPECT_EQ(counters().get(Counter::recv_taken), received);
+  int wrong = 0;
+  for (size_t i = 0; i < in.size(); ++i)
+    if (in[i] != (i % 2 == 0 ? previous * 1e6 + static_cast<double>(i) : -1.0)) ++wrong;
+  EXPECT_EQ(wrong, 0);
+  MPI_Type_free(&every_other);
 }
 
 }  // namespace
