@@ -61,6 +61,10 @@ struct Shape {
   bool predefined_type = true;
   bool in_place = false;
   bool oversubscribed = false;  // more ranks on the real node than it has PUs
+  // Bcast and reduce: the root differs from the previous such call's on the
+  // communicator (an application rotating its root: panel broadcasts,
+  // pivots); the model scores candidates by their moving-root times.
+  bool moving_root = false;
 };
 
 Shape shape_of(Collective c, int64_t bytes, const Hierarchy& h);

@@ -21,7 +21,8 @@ namespace veneer::algorithms {
 namespace {
 
 // Decides about a call not decided before: the library (algorithm null) or
-// one of Veneer's algorithms on the communicator's hierarchy.
+// one of Veneer's algorithms on the communicator's hierarchy; for bcast and
+// reduce, once for a root that stays and once for one that moved.
 Remembered decide(const Call& c, MPI_Comm comm) {
   int inter = 0, p = 0;
   if (PMPI_Comm_test_inter(comm, &inter) != MPI_SUCCESS || inter) return {};
@@ -40,7 +41,21 @@ Remembered decide(const Call& c, MPI_Comm comm) {
   if (config().log_level >= LogLevel::debug)
     log(LogLevel::debug, "%s: %s: %s", describe(*s).c_str(),
         std::string(choice.algorithm ? choice.algorithm->name : "library").c_str(), reason(choice, *s).c_str());
-  return {choice.algorithm, choice.algorithm ? h : nullptr};
+  Remembered out{.algorithm = choice.algorithm, .moving = choice.algorithm};
+  if (c.collective == Collective::bcast || c.collective == Collective::reduce) {
+    Shape moved = *s;
+    moved.moving_root = true;
+    const Choice other = choose(moved, *rules, *m);
+    out.moving = other.algorithm;
+    if (out.moving != out.algorithm) {
+      out.root_seen = &h->last_root[c.collective == Collective::bcast ? 0 : 1];
+      if (config().log_level >= LogLevel::debug)
+        log(LogLevel::debug, "%s, root moved: %s: %s", describe(*s).c_str(),
+            std::string(other.algorithm ? other.algorithm->name : "library").c_str(), reason(other, moved).c_str());
+    }
+  }
+  if (out.algorithm || out.moving) out.hierarchy = h;
+  return out;
 }
 
 std::optional<int> take(const Call& c, MPI_Comm comm) {
@@ -56,9 +71,10 @@ std::optional<int> take(const Call& c, MPI_Comm comm) {
     if (rememberable(c) && watch_communicator(comm)) remember_decision(key, fresh);
     known = &fresh;
   }
-  count_call(c.collective, known->algorithm);
-  if (!known->algorithm) return std::nullopt;
-  return execute(*known->algorithm, c, *known->hierarchy);
+  const Algorithm* a = known->for_root(c.root);
+  count_call(c.collective, a);
+  if (!a) return std::nullopt;
+  return execute(*a, c, *known->hierarchy);
 }
 
 }  // namespace

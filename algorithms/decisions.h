@@ -40,6 +40,20 @@ struct DecisionKey {
 struct Remembered {
   const Algorithm* algorithm = nullptr;            // nullptr: the library
   const topology::Hierarchy* hierarchy = nullptr;  // where algorithm runs (valid while comm lives)
+  // Bcast and reduce: the choice when the root differs from the previous such
+  // call's on the communicator (Shape::moving_root). `root_seen` is set (the
+  // hierarchy's last_root of this collective) only where the two choices
+  // differ; otherwise `moving` equals `algorithm`.
+  const Algorithm* moving = nullptr;
+  std::atomic<int>* root_seen = nullptr;
+  // The choice for a call with `root`, noting the root for the next call.
+  [[gnu::always_inline]] const Algorithm* for_root(int root) const {
+    if (!root_seen) return algorithm;
+    const int before = root_seen->load(std::memory_order_relaxed);
+    if (before == root) return algorithm;
+    root_seen->store(root, std::memory_order_relaxed);
+    return moving;
+  }
 };
 
 namespace detail {

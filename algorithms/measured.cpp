@@ -51,10 +51,11 @@ size_t candidate_index(const Algorithm* a) {
   return 0;
 }
 
-Prediction predict_measured(const MeasuredSeries& series, size_t k, int64_t bytes) {
+Prediction predict_measured(const MeasuredSeries& series, size_t k, int64_t bytes, bool moving_root) {
   Prediction out;
-  if (k >= series.times.size()) return out;
-  const std::vector<MeasuredPoint>& t = series.times[k];
+  const auto& rows = moving_root && !series.moving.empty() ? series.moving : series.times;
+  if (k >= rows.size()) return out;
+  const std::vector<MeasuredPoint>& t = rows[k];
   const std::vector<int64_t>& x = series.bytes;
   const size_t n = std::min(t.size(), x.size());
   const double at = static_cast<double>(std::max<int64_t>(1, bytes));
@@ -130,6 +131,7 @@ MeasuredTable table_from_profile(const topology::Profile& p) {
     if (where == series->bytes.end() || *where != point.bytes) {
       series->bytes.insert(where, point.bytes);
       for (auto& row : series->times) row.insert(row.begin() + static_cast<long>(slot), MeasuredPoint{});
+      for (auto& row : series->moving) row.insert(row.begin() + static_cast<long>(slot), MeasuredPoint{});
     }
     for (const auto& [name, timing] : point.times) {
       size_t k = 0;
@@ -139,6 +141,9 @@ MeasuredTable table_from_profile(const topology::Profile& p) {
         k = candidate_index(a);
       }
       series->times[k][slot] = MeasuredPoint{timing.worst(), timing.spread};  // the slower heap state
+      if (timing.rotating > 0 && series->moving.empty())  // the fixed-root times where no rotation was timed
+        series->moving = series->times;
+      if (!series->moving.empty()) series->moving[k][slot] = MeasuredPoint{timing.worst_moving(), timing.spread};
     }
   }
   return table;

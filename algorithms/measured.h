@@ -33,6 +33,9 @@ struct MeasuredSeries {
   bool node_consecutive = true;
   std::vector<int64_t> bytes;                     // ascending
   std::vector<std::vector<MeasuredPoint>> times;  // [candidate][size]: 0 the library, k algorithms_for(c)[k - 1]
+  // The same for calls whose root moved (topology::Timing::worst_moving);
+  // empty where no point of the series timed a rotating root.
+  std::vector<std::vector<MeasuredPoint>> moving;
 
   bool matches(const Shape& s) const;
 };
@@ -51,7 +54,8 @@ size_t candidate_index(const Algorithm* a);
 // extrapolation from its two nearest points (slope clamped to [0, 2]; one
 // point: constant below, proportional above). Spread: the larger of the two
 // points'. Unknown (seconds infinite) when the candidate has no point here.
-Prediction predict_measured(const MeasuredSeries& series, size_t k, int64_t bytes);
+// `moving_root`: from the moving-root times where the series has them.
+Prediction predict_measured(const MeasuredSeries& series, size_t k, int64_t bytes, bool moving_root = false);
 
 // The profile's collective points as a table (unknown collectives and
 // algorithm names are skipped; they may come from another Veneer build).

@@ -631,16 +631,18 @@ void measure_collective(Collective c, const topo::Hierarchy& h, const Options& o
       returned = back.medians;
       for (size_t m = 0; m < methods.size(); ++m) kept.spreads[m] = std::max(kept.spreads[m], back.spreads[m]);
     }
-    // Applications' patterns (bench::Pattern): rooted collectives with the
-    // root rotating (where the data must end or start moves with it), and
-    // every collective one call between barriers, at every size; per method
-    // the slowest of them. Large messages between barriers too: back to back,
-    // a library's reduce of 512 KiB overlapped one call's tail with the next
-    // call's start, and a binomial tree timed that way ran at 0.79x of it
-    // called between barriers. The model scores a choice by
-    // its slowest condition, so a choice is taken only where it wins the way
-    // applications call, not only in back-to-back batches with root 0.
-    std::vector<double> patterns(methods.size(), 0.0);
+    // Applications' patterns (bench::Pattern), at every size: every
+    // collective one call between barriers (stored as `patterns`), and
+    // rooted collectives with the root rotating (where the data must end or
+    // start moves with it; stored as `rotating`). Large messages between
+    // barriers too: back to back, a library's reduce of 512 KiB overlapped
+    // one call's tail with the next call's start, and a binomial tree timed
+    // that way ran at 0.79x of it called between barriers. The model scores
+    // a fixed-root choice by its slowest fixed-root condition, and a call
+    // whose root moved by the rotating time, so a choice is taken only where
+    // it wins the way applications call, not only in back-to-back batches
+    // with root 0.
+    std::vector<double> patterns(methods.size(), 0.0), rotating(methods.size(), 0.0);
     std::vector<bench::Pattern> timed;
     timed.push_back({.barrier_between = true});
     if (c == Collective::bcast || c == Collective::reduce) timed.push_back({.rotate_root = true});
@@ -651,13 +653,14 @@ void measure_collective(Collective c, const topo::Hierarchy& h, const Options& o
       const bench::SlowestRank got =
           bench::slowest_rank(bench::time_methods(methods, w, h, pattern_calls, pattern_reps, pattern), h.parent);
       for (size_t m = 0; m < methods.size(); ++m) {
-        patterns[m] = std::max(patterns[m], got.medians[m]);
+        double& into = pattern.rotate_root ? rotating[m] : patterns[m];
+        into = std::max(into, got.medians[m]);
         kept.spreads[m] = std::max(kept.spreads[m], got.spreads[m]);
       }
     }
     std::vector<topo::Timing> timings;
     for (size_t m = 0; m < methods.size(); ++m)
-      timings.push_back({kept.medians[m], kept.spreads[m], returned[m], patterns[m]});
+      timings.push_back({kept.medians[m], kept.spreads[m], returned[m], patterns[m], rotating[m]});
     topo::CollectivePoint point;
     point.collective = cname;
     point.ranks = h.size;
@@ -677,11 +680,14 @@ void measure_collective(Collective c, const topo::Hierarchy& h, const Options& o
       for (size_t m = 0; m < methods.size(); ++m) {
         std::printf(" %s %.1f", methods[m].c_str(), timings[m].median * 1e6);
         if (both) std::printf("/%.1f", timings[m].returned * 1e6);
-        if (timings[m].patterns > 0) std::printf(" (%.1f)", timings[m].patterns * 1e6);
+        if (timings[m].patterns > 0) std::printf(" (%.1f", timings[m].patterns * 1e6);
+        if (timings[m].rotating > 0) std::printf(", %.1f", timings[m].rotating * 1e6);
+        if (timings[m].patterns > 0) std::printf(")");
         std::printf("%s", m == fastest ? "*" : "");
       }
       std::printf("  (us%s%s, %d x %d calls)\n", both ? ": heap keeping/returning freed blocks" : "",
-                  timed.empty() ? "" : "; (slowest application pattern)", o.repetitions, iterations);
+                  timed.size() > 1 ? "; (between barriers, root rotating)" : "; (between barriers)", o.repetitions,
+                  iterations);
       std::fflush(stdout);
     }
     profile.collectives.push_back(std::move(point));

@@ -430,7 +430,10 @@ std::optional<Row> check_collective(Collective c, int64_t target, MPI_Comm comm,
 
   // What the model predicts for the automatic choice (no override in force).
   apply_collective(c, "auto");
-  const alg::Choice predicted = alg::choose(*shape, alg::Tuning::from_env(), alg::cost_model());
+  // A rotating root: every call's root moved, and the model is asked so.
+  alg::Shape asked = *shape;
+  asked.moving_root = pattern == Pattern::rotating_root && (c == Collective::bcast || c == Collective::reduce);
+  const alg::Choice predicted = alg::choose(asked, alg::Tuning::from_env(), alg::cost_model());
   const std::string modelled(predicted.algorithm ? predicted.algorithm->name : std::string_view("library"));
   Row r;
   r.kind = "collective";

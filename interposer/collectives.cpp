@@ -265,7 +265,9 @@ namespace {
   if (c.report != 0 || device_memory_in_question(c)) [[unlikely]]
     return false;
   const alg::Remembered* d = alg::recall_decision(alg::decision_key(call, comm));
-  return d && !d->algorithm;
+  // Without touching the root history: a call whose choice depends on it
+  // goes the full way, which notes its root once.
+  return d && !d->algorithm && !d->moving;
 }
 
 // Allgather and Alltoall, inlined into each entry point.

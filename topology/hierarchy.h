@@ -25,6 +25,7 @@
 // null result (nullptr, MPI_COMM_NULL) where the caller passes `rc`.
 #include <mpi.h>
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -59,6 +60,12 @@ struct Hierarchy {
   // Some real node runs more ranks than it has hardware threads; agreed by all
   // ranks, so that choices depending on it are the same everywhere.
   bool oversubscribed = false;
+  // The root of the previous broadcast [0] and reduce [1] on `parent` whose
+  // choice depends on whether the root moved (algorithms/decisions.h).
+  // Collective calls on a communicator come in one order on every rank, so
+  // every rank reads the same history; relaxed, as MPI leaves concurrent
+  // collectives on one communicator to the application to order.
+  mutable std::atomic<int> last_root[2] = {0, 0};
 
   Hierarchy() = default;
   Hierarchy(const Hierarchy&) = delete;

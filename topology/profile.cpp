@@ -219,7 +219,8 @@ struct Reader {
       if (!t.is_object()) return fail(at, "expected an object"), std::nullopt;
       Timing timing;
       if (!number(t, "median", at, timing.median, true, true) || !number(t, "spread", at, timing.spread, false) ||
-          !number(t, "returned", at, timing.returned, false) || !number(t, "patterns", at, timing.patterns, false))
+          !number(t, "returned", at, timing.returned, false) || !number(t, "patterns", at, timing.patterns, false) ||
+          !number(t, "rotating", at, timing.rotating, false))
         return std::nullopt;
       c.times.emplace_back(name, timing);
     }
@@ -242,6 +243,7 @@ json::Document timing_json(const Timing& t) {
   json::Document v = {{"median", t.median}, {"spread", t.spread}};
   if (t.returned > 0) v["returned"] = t.returned;
   if (t.patterns > 0) v["patterns"] = t.patterns;
+  if (t.rotating > 0) v["rotating"] = t.rotating;
   return v;
 }
 

@@ -293,6 +293,55 @@ TEST_F(ProfileLoading, MeasurementsDecide) {
   EXPECT_EQ(alg::chosen_for(call, *h), "library");
 }
 
+// Bcast timed with the root fixed (back to back and between barriers) and
+// rotating: the library wins from a fixed root, binomial with the root
+// moving (MPICH's small broadcasts measured so). Calls through MPI_Bcast
+// alternate between the two kinds; each call whose root differs from the
+// previous one's runs binomial, the others the library, alike on every rank,
+// and every rank receives the root's data.
+TEST_F(ProfileLoading, ACallWhoseRootMovedGetsTheRotatingWinner) {
+  const int p = world_size(), me = world_rank();
+  if (p < 2) GTEST_SKIP() << "one rank passes through";
+  topo::Profile prof = profile_where("library");
+  for (int64_t bytes : {int64_t{64}, int64_t{4096}}) {
+    topo::CollectivePoint pt = point_here("bcast", bytes, {});
+    pt.times.emplace_back("library", topo::Timing{1e-6, 0.02, 0, 1.2e-6, 8e-6});
+    pt.times.emplace_back("binomial", topo::Timing{1.5e-6, 0.02, 0, 1.6e-6, 3e-6});
+    prof.collectives.push_back(pt);
+  }
+  ASSERT_EQ(load(file("roots.json", topo::profile_text(prof))).info.status, ProfileStatus::loaded);
+  std::vector<int> buf(128);  // 512 B: between the measured sizes
+  int round = 0;
+  auto bcast_from = [&](int root) {
+    ++round;
+    for (size_t i = 0; i < buf.size(); ++i) buf[i] = me == root ? static_cast<int>(i) * 3 + round : -1;
+    ASSERT_EQ(MPI_Bcast(buf.data(), static_cast<int>(buf.size()), MPI_INT, root, MPI_COMM_WORLD), MPI_SUCCESS);
+    for (size_t i = 0; i < buf.size(); ++i) ASSERT_EQ(buf[i], static_cast<int>(i) * 3 + round) << "round " << round;
+  };
+  auto count = [](const char* algorithm) {
+    for (const auto& e : alg::collectives_counts())
+      if (e.collective == alg::Collective::bcast && e.algorithm == algorithm) return e.calls;
+    return uint64_t{0};
+  };
+  bcast_from(0);  // whatever came before, the root is now 0
+  alg::reset_collectives_counts();
+  for (int k = 0; k < 3; ++k) bcast_from(0);  // the root stays: the library
+  EXPECT_EQ(count("library"), 3u);
+  EXPECT_EQ(count("binomial"), 0u);
+  for (int k = 1; k <= 4; ++k) bcast_from(k % p);  // every call's root differs from the one before
+  EXPECT_EQ(count("binomial"), 4u);
+  for (int k = 0; k < 3; ++k) bcast_from(4 % p);  // the last root again, three times: the library
+  EXPECT_EQ(count("library"), 6u);
+  EXPECT_EQ(count("binomial"), 4u);
+  // A reduce with its root moving on every call, after all this: exact.
+  std::vector<int> in(64, me + 1), out(64, 0);
+  for (int root = 0; root < p; ++root) {
+    ASSERT_EQ(MPI_Reduce(in.data(), out.data(), 64, MPI_INT, MPI_SUM, root, MPI_COMM_WORLD), MPI_SUCCESS);
+    if (me == root)
+      for (int v : out) ASSERT_EQ(v, p * (p + 1) / 2);
+  }
+}
+
 // A profile whose point-to-point section says Veneer pays up to `intra` bytes
 // of block within a node (and `inter` between nodes, when given).
 topo::Profile profile_with_p2p(int64_t intra, std::optional<int64_t> inter = std::nullopt) {

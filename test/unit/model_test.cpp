@@ -304,6 +304,39 @@ TEST(Model, MeasuredWinnerReplacesTheLibrary) {
   EXPECT_EQ(name(alg::choose(one_node(4096), t, alg::default_cost_model())), "library");
 }
 
+// Bcast and reduce are timed with the root fixed (back to back and between
+// barriers) and rotating. A call whose root stayed is scored by the first,
+// one whose root moved by the second: here the library wins from a fixed
+// root and a binomial tree wins 2x with the root moving (MPICH's small
+// broadcasts measured so), and each kind of call gets its winner.
+TEST(Model, ACallWhoseRootMovedIsScoredByTheRotatingTimes) {
+  topo::Profile p = two_level_wins();
+  for (int64_t bytes : {int64_t{64}, int64_t{1024}}) {
+    topo::CollectivePoint pt = point("bcast", bytes, {});
+    pt.times.emplace_back("library", topo::Timing{0.6e-6, 0.02, 0, 0.7e-6, 8e-6});
+    pt.times.emplace_back("binomial", topo::Timing{0.9e-6, 0.02, 0, 1.0e-6, 3.8e-6});
+    p.collectives.push_back(pt);
+  }
+  const alg::CostModel m = alg::cost_model_from_profile(p);
+  const alg::Tuning t = defaults();
+  alg::Shape s = one_node(256, Collective::bcast);
+  EXPECT_EQ(name(alg::choose(s, t, m)), "library");
+  s.moving_root = true;
+  const alg::Choice moved = alg::choose(s, t, m);
+  EXPECT_EQ(name(moved), "binomial") << alg::reason(moved, s);
+  EXPECT_EQ(moved.source, Source::interpolated);
+  // Through the file; a profile without rotating times scores both kinds alike.
+  const topo::Fingerprint f = here();
+  auto back = topo::profile_from_text(topo::profile_text(p), &f);
+  ASSERT_TRUE(back.profile) << back.why;
+  EXPECT_DOUBLE_EQ(back.profile->collectives.back().times[0].second.rotating, 8e-6);
+  EXPECT_DOUBLE_EQ(back.profile->collectives.back().times[0].second.worst_moving(), 8e-6);
+  EXPECT_EQ(name(alg::choose(s, t, alg::cost_model_from_profile(*back.profile))), "binomial");
+  for (topo::CollectivePoint& pt : p.collectives)
+    for (auto& [n, timing] : pt.times) timing.rotating = 0;
+  EXPECT_EQ(name(alg::choose(s, t, alg::cost_model_from_profile(p))), "library");
+}
+
 // Large collectives are timed with the heap keeping and handing back large
 // freed blocks; a choice is scored by the slower state. Here the library
 // ties with pairwise while the heap keeps them and is 7x slower when it
