@@ -265,9 +265,11 @@ namespace {
   if (c.report != 0 || device_memory_in_question(c)) [[unlikely]]
     return false;
   const alg::Remembered* d = alg::recall_decision(alg::decision_key(call, comm));
-  // Without touching the root history: a call whose choice depends on it
-  // goes the full way, which notes its root once.
-  return d && !d->algorithm && !d->moving;
+  if (!d || d->algorithm) return false;
+  if (!d->moving) return true;
+  // The library when the root stayed (nothing to note); a moved root goes
+  // the full way, which notes it once.
+  return d->root_seen && d->root_seen->load(std::memory_order_relaxed) == call.root;
 }
 
 // Allgather and Alltoall, inlined into each entry point.

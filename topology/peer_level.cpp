@@ -17,7 +17,7 @@ namespace {
 // and each one's when they differ.
 struct PeerLevels {
   PeerLevel common = PeerLevel::unknown;
-  int hosts = 0;  // MPI_COMM_WORLD's only: the hosts its ranks run on
+  int hosts = 0;                   // MPI_COMM_WORLD's only: the hosts its ranks run on
   std::vector<PeerLevel> of_rank;  // empty when every peer shares `common`
   PeerLevel at(int peer) const {
     if (peer == MPI_ANY_SOURCE || of_rank.empty()) return common;

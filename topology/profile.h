@@ -25,7 +25,7 @@
 //        "min_ranks_per_node": 4, "node_consecutive": true,                      (optional: = ranks_per_node, true)
 //        "bytes": 4096,
 //        "times": {"library": {"median": s, "spread": relative,
-//                              "returned": s, "patterns": s},                   ("returned", "patterns": optional)
+//                              "returned": s, "patterns": s, "rotating": s},    (the last three optional)
 //                  "two_level": {...}, ...}},
 //       ...
 //     ],

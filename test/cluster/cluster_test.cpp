@@ -300,8 +300,8 @@ TEST(Cluster, TypedSendsGoToTheLibraryOnSeveralHostsWithoutAProfile) {
   ASSERT_EQ(MPI_Irecv(in.data(), 1, every_other, previous, 9, MPI_COMM_WORLD, &r[0]), MPI_SUCCESS);
   ASSERT_EQ(MPI_Isend(out.data(), 1, every_other, next, 9, MPI_COMM_WORLD, &r[1]), MPI_SUCCESS);
   ASSERT_EQ(MPI_Waitall(2, r, MPI_STATUSES_IGNORE), MPI_SUCCESS);
-  ASSERT_EQ(MPI_Sendrecv(out.data(), 1, every_other, next, 10, in.data(), 1, every_other, previous, 10,
-                         MPI_COMM_WORLD, MPI_STATUS_IGNORE),
+  ASSERT_EQ(MPI_Sendrecv(out.data(), 1, every_other, next, 10, in.data(), 1, every_other, previous, 10, MPI_COMM_WORLD,
+                         MPI_STATUS_IGNORE),
             MPI_SUCCESS);
   EXPECT_EQ(counters().get(Counter::send_taken), sent);
   EXPECT_EQ(counters().get(Counter::recv_taken), received);
