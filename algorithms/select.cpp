@@ -257,6 +257,13 @@ std::string explain(const Shape& s, const Tuning& t, const CostModel& m) {
   }
   const Choice c = decide(algorithms_for(s.collective), s, t, m);  // explaining is not deciding: not counted
   out += "chosen: " + name_of(c.algorithm) + " (" + reason(c, s) + ")\n";
+  // A rooted call whose root moved since the previous one is decided apart.
+  if ((s.collective == Collective::bcast || s.collective == Collective::reduce) && !s.moving_root) {
+    Shape moved = s;
+    moved.moving_root = true;
+    const Choice mc = decide(algorithms_for(s.collective), moved, t, m);
+    out += "root moved since the previous call: " + name_of(mc.algorithm) + " (" + reason(mc, moved) + ")\n";
+  }
   return out;
 }
 

@@ -441,9 +441,12 @@ std::optional<Row> check_collective(Collective c, int64_t target, MPI_Comm comm,
   r.comm = std::string(comm_name) + pattern_suffix(pattern);
   r.ranks = h->size;
   r.bytes = w.bytes;
-  r.auto_choice = auto_ran.empty() ? modelled : auto_ran;
+  // A rooted call's choice depends on whether its root moved since the
+  // previous one, which for the counted call is whatever ran before it: the
+  // model's choice for this pattern names it.
+  r.auto_choice = auto_ran.empty() || asked.moving_root ? modelled : auto_ran;
   r.auto_name = r.auto_choice;
-  if (!auto_ran.empty() && auto_ran != modelled) r.auto_name += " (model: " + modelled + ")";
+  if (!auto_ran.empty() && auto_ran != r.auto_choice && !asked.moving_root) r.auto_name += " (model: " + modelled + ")";
   if (std::isfinite(predicted.predicted_seconds) && predicted.predicted_seconds > 0) {
     r.predicted = predicted.predicted_seconds;
     r.source = std::string(alg::source_name(predicted.source));

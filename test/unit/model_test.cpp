@@ -325,6 +325,12 @@ TEST(Model, ACallWhoseRootMovedIsScoredByTheRotatingTimes) {
   const alg::Choice moved = alg::choose(s, t, m);
   EXPECT_EQ(name(moved), "binomial") << alg::reason(moved, s);
   EXPECT_EQ(moved.source, Source::interpolated);
+  // veneer-explain names both choices.
+  alg::Shape fixed = s;
+  fixed.moving_root = false;
+  const std::string text = alg::explain(fixed, t, m);
+  EXPECT_NE(text.find("chosen: library"), std::string::npos) << text;
+  EXPECT_NE(text.find("root moved since the previous call: binomial"), std::string::npos) << text;
   // Through the file; a profile without rotating times scores both kinds alike.
   const topo::Fingerprint f = here();
   auto back = topo::profile_from_text(topo::profile_text(p), &f);
