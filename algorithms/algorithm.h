@@ -65,6 +65,11 @@ struct Shape {
   // communicator (an application rotating its root: panel broadcasts,
   // pivots); the model scores candidates by their moving-root times.
   bool moving_root = false;
+  // The first such call on the communicator since an MPI_Barrier there (the
+  // pattern OSU's benchmarks time, and code that synchronises before a
+  // phase); scored by the times of one call between barriers. A moved root
+  // takes precedence.
+  bool after_barrier = false;
 };
 
 Shape shape_of(Collective c, int64_t bytes, const Hierarchy& h);

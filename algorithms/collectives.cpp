@@ -41,7 +41,7 @@ Remembered decide(const Call& c, MPI_Comm comm) {
   if (config().log_level >= LogLevel::debug)
     log(LogLevel::debug, "%s: %s: %s", describe(*s).c_str(),
         std::string(choice.algorithm ? choice.algorithm->name : "library").c_str(), reason(choice, *s).c_str());
-  Remembered out{.algorithm = choice.algorithm, .moving = choice.algorithm};
+  Remembered out{.algorithm = choice.algorithm, .moving = choice.algorithm, .after_barrier = choice.algorithm};
   if (c.collective == Collective::bcast || c.collective == Collective::reduce) {
     Shape moved = *s;
     moved.moving_root = true;
@@ -54,7 +54,19 @@ Remembered decide(const Call& c, MPI_Comm comm) {
             std::string(other.algorithm ? other.algorithm->name : "library").c_str(), reason(other, moved).c_str());
     }
   }
-  if (out.algorithm || out.moving) out.hierarchy = h;
+  Shape fresh = *s;
+  fresh.after_barrier = true;
+  const Choice after = choose(fresh, *rules, *m);
+  if (after.algorithm != out.algorithm) {
+    out.after_barrier = after.algorithm;
+    out.barrier_seen = &h->barriers_seen[static_cast<size_t>(c.collective)];
+    out.barriers = &h->barriers;
+    g_barriers_matter.store(true, std::memory_order_relaxed);
+    if (config().log_level >= LogLevel::debug)
+      log(LogLevel::debug, "%s, first since a barrier: %s: %s", describe(*s).c_str(),
+          std::string(after.algorithm ? after.algorithm->name : "library").c_str(), reason(after, fresh).c_str());
+  }
+  if (out.algorithm || out.moving || out.after_barrier) out.hierarchy = h;
   return out;
 }
 
@@ -78,6 +90,12 @@ std::optional<int> take(const Call& c, MPI_Comm comm) {
 }
 
 }  // namespace
+
+std::atomic<bool> g_barriers_matter{false};
+
+void note_barrier(MPI_Comm comm) {
+  if (const Hierarchy* h = topology::cached_hierarchy(comm)) h->barriers.fetch_add(1, std::memory_order_relaxed);
+}
 
 std::optional<int> allreduce(const void* sbuf, void* rbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm) {
   return take({.collective = Collective::allreduce, .sbuf = sbuf, .rbuf = rbuf, .count = count, .type = type, .op = op},

@@ -15,6 +15,7 @@
 // Nonblocking collectives are not handled: they pass through.
 #include <mpi.h>
 
+#include <atomic>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -46,6 +47,14 @@ std::optional<int> reduce_scatter_block(const void* sbuf, void* rbuf, int rcount
                                         MPI_Comm comm);
 std::optional<int> alltoall(const void* sbuf, int scount, MPI_Datatype stype, void* rbuf, int rcount,
                             MPI_Datatype rtype, MPI_Comm comm);
+
+// MPI_Barrier on comm: counted on its hierarchy (where one was built), so
+// that the next collective of each kind there is known to follow a barrier.
+// Only once some remembered decision depends on it (barriers_matter()), set
+// at the same call on every rank, so every rank counts the same barriers.
+extern std::atomic<bool> g_barriers_matter;
+[[gnu::always_inline]] inline bool barriers_matter() { return g_barriers_matter.load(std::memory_order_relaxed); }
+void note_barrier(MPI_Comm comm);
 
 // Per collective, which algorithms ran how often on this rank ("library" for
 // calls passed through), one line per collective that was called.

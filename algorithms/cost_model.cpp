@@ -57,7 +57,7 @@ const MeasuredSeries* measured_series(const Shape& s, const CostModel& m) {
 }
 
 Prediction predict(const Shape& s, const Algorithm* a, const CostModel& m, const MeasuredSeries* series) {
-  if (series) return predict_measured(*series, candidate_index(a), s.bytes, s.moving_root);
+  if (series) return predict_measured(*series, candidate_index(a), s.bytes, s.moving_root, s.after_barrier);
   Prediction p;
   p.seconds = a ? a->predicted_seconds(s, m) : library_seconds(s, m);
   const bool fitted = m.fitted_intra && (s.nodes <= 1 || m.fitted_inter);

@@ -66,6 +66,10 @@ struct Prediction {
   double seconds = std::numeric_limits<double>::infinity();  // infinity: no prediction
   double spread = 0;                                         // relative, measured sources only
   Source source = Source::defaults;
+  // Measured sources: slower than the library beyond behind_tolerance in
+  // one of the conditions this call's pattern is scored by (at the measured
+  // size, or at either measured size it is interpolated between).
+  bool behind = false;
   bool known() const { return seconds < std::numeric_limits<double>::infinity(); }
   bool from_measurements() const { return source <= Source::extrapolated; }
 };
@@ -90,6 +94,14 @@ bool beats_library(const Prediction& best, const Prediction& library, const Shap
 // 8.0). With 1%, three checks of one pinned profile read 94.9% within 1.10x,
 // worst 1.33-1.48x, mean penalty 1.4-1.8%; with 5%, 97.4%, 1.17-1.19x, 0.5-0.9%.
 inline constexpr double min_spread = 0.05;
+// A candidate is taken only where it is not slower than the library by more
+// than this in any condition the profile timed for the call's pattern (back
+// to back, one call between barriers, either heap state), as well as faster
+// in the slowest of them: scored by the slowest condition alone, Open MPI's
+// 512 KiB-1 MiB reduce on 4 ranks took two_level, 1.8x faster than the
+// library where the heap hands freed blocks back, and ran 0.86x of the
+// library in a job whose heap kept them (12% behind it at calibration).
+inline constexpr double behind_tolerance = 0.05;
 inline constexpr double max_spread = 0.5;
 // The formulas' margin: the built-in library_margin (oversubscribed_margin
 // when ranks share cores); with fitted levels (1 - e) / (1 + e) for the fits'

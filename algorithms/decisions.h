@@ -46,13 +46,28 @@ struct Remembered {
   // differ; otherwise `moving` equals `algorithm`.
   const Algorithm* moving = nullptr;
   std::atomic<int>* root_seen = nullptr;
-  // The choice for a call with `root`, noting the root for the next call.
+  // The choice for the first such call since an MPI_Barrier on the
+  // communicator (Shape::after_barrier). `barrier_seen` (the hierarchy's
+  // barriers_seen of this collective) and `barriers` (its barrier count) are
+  // set only where it differs from `algorithm`. A moved root takes precedence.
+  const Algorithm* after_barrier = nullptr;
+  std::atomic<uint64_t>* barrier_seen = nullptr;
+  const std::atomic<uint64_t>* barriers = nullptr;
+
+  // The choice for a call with `root`, without noting anything. Where it is
+  // the library, nothing would be noted either.
+  [[gnu::always_inline]] const Algorithm* choice(int root) const {
+    if (root_seen && root_seen->load(std::memory_order_relaxed) != root) return moving;
+    if (barrier_seen && barrier_seen->load(std::memory_order_relaxed) != barriers->load(std::memory_order_relaxed))
+      return after_barrier;
+    return algorithm;
+  }
+  // The choice for a call with `root`, noting the root and the barriers for the next call.
   [[gnu::always_inline]] const Algorithm* for_root(int root) const {
-    if (!root_seen) return algorithm;
-    const int before = root_seen->load(std::memory_order_relaxed);
-    if (before == root) return algorithm;
-    root_seen->store(root, std::memory_order_relaxed);
-    return moving;
+    const Algorithm* a = choice(root);
+    if (root_seen) root_seen->store(root, std::memory_order_relaxed);
+    if (barrier_seen) barrier_seen->store(barriers->load(std::memory_order_relaxed), std::memory_order_relaxed);
+    return a;
   }
 };
 

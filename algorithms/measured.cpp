@@ -29,6 +29,24 @@ void remember(const ProfileInfo& info) {
   g_info = info;
 }
 
+// Whether `mine` was slower than the library's `lib` by more than
+// behind_tolerance in one of the conditions a call of the pattern is scored
+// by (only conditions both were timed in count).
+enum class Row { steady, moving, after_barrier };
+bool behind_library(const topology::Timing& mine, const topology::Timing& lib, Row row) {
+  auto behind = [](double a, double l) { return a > 0 && l > 0 && a > l * (1 + behind_tolerance); };
+  auto fresh = [](const topology::Timing& t) { return t.patterns > 0 ? t.patterns : t.median; };
+  const bool heap = behind(mine.returned, lib.returned);
+  switch (row) {
+    case Row::moving:
+      if (mine.rotating > 0 && lib.rotating > 0) return heap || behind(mine.rotating, lib.rotating);
+      [[fallthrough]];
+    case Row::steady: return heap || behind(mine.median, lib.median) || behind(mine.patterns, lib.patterns);
+    case Row::after_barrier: return heap || behind(fresh(mine), fresh(lib));
+  }
+  return false;
+}
+
 }  // namespace
 
 bool MeasuredSeries::matches(const Shape& s) const {
@@ -51,9 +69,12 @@ size_t candidate_index(const Algorithm* a) {
   return 0;
 }
 
-Prediction predict_measured(const MeasuredSeries& series, size_t k, int64_t bytes, bool moving_root) {
+Prediction predict_measured(const MeasuredSeries& series, size_t k, int64_t bytes, bool moving_root,
+                            bool after_barrier) {
   Prediction out;
-  const auto& rows = moving_root && !series.moving.empty() ? series.moving : series.times;
+  const auto& rows = moving_root && !series.moving.empty()                            ? series.moving
+                     : !moving_root && after_barrier && !series.after_barrier.empty() ? series.after_barrier
+                                                                                      : series.times;
   if (k >= rows.size()) return out;
   const std::vector<MeasuredPoint>& t = rows[k];
   const std::vector<int64_t>& x = series.bytes;
@@ -66,6 +87,7 @@ Prediction predict_measured(const MeasuredSeries& series, size_t k, int64_t byte
     if (x[i] == bytes) {
       out.seconds = t[i].seconds;
       out.spread = t[i].spread;
+      out.behind = t[i].behind;
       out.source = Source::measured;
       return out;
     }
@@ -83,6 +105,7 @@ Prediction predict_measured(const MeasuredSeries& series, size_t k, int64_t byte
     auto [x1, t1] = point(above);
     out.seconds = along(x0, t0, slope_between(x0, t0, x1, t1), at);
     out.spread = std::max(t[below].spread, t[above].spread);
+    out.behind = t[below].behind || t[above].behind;
     out.source = Source::interpolated;
     return out;
   }
@@ -98,6 +121,7 @@ Prediction predict_measured(const MeasuredSeries& series, size_t k, int64_t byte
   }
   out.seconds = along(x0, t0, slope, at);
   out.spread = inner < n ? std::max(t[near].spread, t[inner].spread) : t[near].spread;
+  out.behind = t[near].behind;
   out.source = Source::extrapolated;
   return out;
 }
@@ -122,6 +146,7 @@ MeasuredTable table_from_profile(const topology::Profile& p) {
       m.min_ranks_per_node = point.min_ranks_per_node;
       m.node_consecutive = point.node_consecutive;
       m.times.resize(1 + algorithms_for(*c).size());
+      m.after_barrier.resize(m.times.size());
       table.series.push_back(std::move(m));
       series = &table.series.back();
     }
@@ -132,7 +157,12 @@ MeasuredTable table_from_profile(const topology::Profile& p) {
       series->bytes.insert(where, point.bytes);
       for (auto& row : series->times) row.insert(row.begin() + static_cast<long>(slot), MeasuredPoint{});
       for (auto& row : series->moving) row.insert(row.begin() + static_cast<long>(slot), MeasuredPoint{});
+      for (auto& row : series->after_barrier) row.insert(row.begin() + static_cast<long>(slot), MeasuredPoint{});
     }
+    const topology::Timing* library = nullptr;
+    for (const auto& [name, timing] : point.times)
+      if (name == "library") library = &timing;
+    auto behind = [&](const topology::Timing& t, Row row) { return library && behind_library(t, *library, row); };
     for (const auto& [name, timing] : point.times) {
       size_t k = 0;
       if (name != "library") {
@@ -140,10 +170,14 @@ MeasuredTable table_from_profile(const topology::Profile& p) {
         if (!a) continue;
         k = candidate_index(a);
       }
-      series->times[k][slot] = MeasuredPoint{timing.worst(), timing.spread};  // the slower heap state
+      // Each pattern by the slowest of its conditions (the slower heap state).
+      series->times[k][slot] = MeasuredPoint{timing.worst(), timing.spread, behind(timing, Row::steady)};
+      series->after_barrier[k][slot] =
+          MeasuredPoint{timing.worst_after_barrier(), timing.spread, behind(timing, Row::after_barrier)};
       if (timing.rotating > 0 && series->moving.empty())  // the fixed-root times where no rotation was timed
         series->moving = series->times;
-      if (!series->moving.empty()) series->moving[k][slot] = MeasuredPoint{timing.worst_moving(), timing.spread};
+      if (!series->moving.empty())
+        series->moving[k][slot] = MeasuredPoint{timing.worst_moving(), timing.spread, behind(timing, Row::moving)};
     }
   }
   return table;

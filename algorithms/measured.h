@@ -19,8 +19,9 @@
 namespace veneer::algorithms {
 
 struct MeasuredPoint {
-  double seconds = 0;  // 0: not measured at this size
-  double spread = 0;   // relative
+  double seconds = 0;   // 0: not measured at this size
+  double spread = 0;    // relative
+  bool behind = false;  // slower than the library beyond behind_tolerance in a condition of its pattern
 };
 
 // One collective on one communicator shape, on a ladder of sizes.
@@ -36,6 +37,8 @@ struct MeasuredSeries {
   // The same for calls whose root moved (topology::Timing::worst_moving);
   // empty where no point of the series timed a rotating root.
   std::vector<std::vector<MeasuredPoint>> moving;
+  // The same for the first call since a barrier (topology::Timing::worst_after_barrier).
+  std::vector<std::vector<MeasuredPoint>> after_barrier;
 
   bool matches(const Shape& s) const;
 };
@@ -54,8 +57,11 @@ size_t candidate_index(const Algorithm* a);
 // extrapolation from its two nearest points (slope clamped to [0, 2]; one
 // point: constant below, proportional above). Spread: the larger of the two
 // points'. Unknown (seconds infinite) when the candidate has no point here.
-// `moving_root`: from the moving-root times where the series has them.
-Prediction predict_measured(const MeasuredSeries& series, size_t k, int64_t bytes, bool moving_root = false);
+// `behind`: the point's, or either neighbour's where interpolated.
+// `moving_root`: from the moving-root times where the series has them;
+// `after_barrier` (where the root did not move): from the after-barrier times.
+Prediction predict_measured(const MeasuredSeries& series, size_t k, int64_t bytes, bool moving_root = false,
+                            bool after_barrier = false);
 
 // The profile's collective points as a table (unknown collectives and
 // algorithm names are skipped; they may come from another Veneer build).

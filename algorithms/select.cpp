@@ -118,16 +118,29 @@ Choice decide(std::span<const Algorithm* const> candidates, const Shape& s, cons
 
   const Algorithm* best = nullptr;
   Prediction best_time;
+  const Algorithm* best_behind = nullptr;  // the fastest of those left out
+  Prediction best_behind_time;
   for (;;) {
     for (const Algorithm* a : candidates) {
       if (!allows(rule, a->name) || !eligible(*a, s)) continue;
       const Prediction p = predict(s, a, m, series);
-      if (p.known() && p.seconds < best_time.seconds) {
+      if (!p.known()) continue;
+      // Measured slower than the library in one of this pattern's
+      // conditions: never taken, however fast in the others.
+      if (p.behind && allows(rule, "library")) {
+        ++c.behind_left_out;
+        if (p.seconds < best_behind_time.seconds) {
+          best_behind = a;
+          best_behind_time = p;
+        }
+        continue;
+      }
+      if (p.seconds < best_time.seconds) {
         best = a;
         best_time = p;
       }
     }
-    if (best || !series) break;
+    if (best || !series || c.behind_left_out > 0) break;
     // No allowed algorithm was measured on this shape: compare formulas with formulas.
     series = nullptr;
     library = predict(s, nullptr, m, nullptr);
@@ -136,7 +149,13 @@ Choice decide(std::span<const Algorithm* const> candidates, const Shape& s, cons
   c.from_measurements = series != nullptr;
   c.best = best;
   c.best_seconds = best_time.seconds;
-  if (!best) {
+  if (!best && best_behind) {
+    c.decision = Decision::library_kept;
+    c.best = best_behind;
+    c.best_seconds = best_behind_time.seconds;
+    c.best_behind = true;
+    take_library(c);
+  } else if (!best) {
     c.decision = Decision::no_eligible;
     take_library(c);
   } else if (allows(rule, "library") && !beats_library(best_time, library, s, m)) {
@@ -174,6 +193,10 @@ std::string reason(const Choice& c, const Shape& s) {
     rule += " (" + c.rule->text + ")";
   }
   const std::string source(source_name(c.from_measurements ? c.library_source : c.source));
+  const std::string left_out = c.behind_left_out > 0 ? "; left out, as slower than the library in a condition " +
+                                                           std::string("timed for this pattern: ") +
+                                                           std::to_string(c.behind_left_out) + " more"
+                                                     : "";
   switch (c.decision) {
     case Decision::forced: return "forced by " + rule;
     case Decision::forced_library: return "library forced by " + rule;
@@ -184,6 +207,11 @@ std::string reason(const Choice& c, const Shape& s) {
     }
     case Decision::no_eligible: return "no eligible algorithm under " + rule + ": library";
     case Decision::library_kept:
+      if (c.best_behind)
+        return "measured times under " + rule + ": best, " + name_of(c.best) + " at " + seconds_text(c.best_seconds) +
+               " against the library's " + seconds_text(c.library_seconds) +
+               ", but it and every other eligible algorithm slower than the library in a condition timed for this " +
+               "pattern (back to back, between barriers, a heap handing blocks back): library";
       if (c.lost_at_a_neighbour)
         return "measured times under " + rule + ": " + name_of(c.best) + " interpolated at " +
                seconds_text(c.best_seconds) + " against the library's " + seconds_text(c.library_seconds) +
@@ -191,7 +219,7 @@ std::string reason(const Choice& c, const Shape& s) {
       if (c.from_measurements)
         return "measured times under " + rule + ": best, " + name_of(c.best) + " at " + seconds_text(c.best_seconds) +
                ", not faster than the library's " + seconds_text(c.library_seconds) + " (" + source +
-               ") beyond their spreads";
+               ") beyond their spreads" + left_out;
       {
         char margin[16];
         std::snprintf(margin, sizeof margin, "%.2f", c.margin);
@@ -199,14 +227,15 @@ std::string reason(const Choice& c, const Shape& s) {
                seconds_text(c.best_seconds) + ", not below " + margin + " x the library's estimate " +
                seconds_text(c.library_seconds);
       }
-    case Decision::model:
+    case Decision::model: {
       if (!allows(c.rule, "library"))
         return std::string(source_name(c.source)) + " times under " + rule +
                " (the library not allowed): " + name_of(c.algorithm) + " at " + seconds_text(c.predicted_seconds);
       return std::string(source_name(c.source)) + " times under " + rule + ": " + name_of(c.algorithm) + " at " +
              seconds_text(c.predicted_seconds) + (c.from_measurements ? " (±" + percent_text(c.spread) + ")" : "") +
              " beats the library's " + seconds_text(c.library_seconds) +
-             (c.from_measurements ? " (±" + percent_text(c.library_spread) + ")" : "");
+             (c.from_measurements ? " (±" + percent_text(c.library_spread) + ")" : "") + left_out;
+    }
   }
   return "";
 }
@@ -263,6 +292,13 @@ std::string explain(const Shape& s, const Tuning& t, const CostModel& m) {
     moved.moving_root = true;
     const Choice mc = decide(algorithms_for(s.collective), moved, t, m);
     out += "root moved since the previous call: " + name_of(mc.algorithm) + " (" + reason(mc, moved) + ")\n";
+  }
+  // So is the first call since a barrier on the communicator.
+  if (!s.moving_root && !s.after_barrier) {
+    Shape fresh = s;
+    fresh.after_barrier = true;
+    const Choice fc = decide(algorithms_for(s.collective), fresh, t, m);
+    out += "first call since a barrier: " + name_of(fc.algorithm) + " (" + reason(fc, fresh) + ")\n";
   }
   return out;
 }

@@ -430,9 +430,11 @@ std::optional<Row> check_collective(Collective c, int64_t target, MPI_Comm comm,
 
   // What the model predicts for the automatic choice (no override in force).
   apply_collective(c, "auto");
-  // A rotating root: every call's root moved, and the model is asked so.
+  // A rotating root: every call's root moved; barriers between: every call
+  // follows one. The model is asked so.
   alg::Shape asked = *shape;
   asked.moving_root = pattern == Pattern::rotating_root && (c == Collective::bcast || c == Collective::reduce);
+  asked.after_barrier = pattern == Pattern::barrier_between;
   const alg::Choice predicted = alg::choose(asked, alg::Tuning::from_env(), alg::cost_model());
   const std::string modelled(predicted.algorithm ? predicted.algorithm->name : std::string_view("library"));
   Row r;
@@ -441,12 +443,13 @@ std::optional<Row> check_collective(Collective c, int64_t target, MPI_Comm comm,
   r.comm = std::string(comm_name) + pattern_suffix(pattern);
   r.ranks = h->size;
   r.bytes = w.bytes;
-  // A rooted call's choice depends on whether its root moved since the
-  // previous one, which for the counted call is whatever ran before it: the
+  // A call's choice may depend on whether its root moved or a barrier came
+  // before it, which for the counted call is whatever ran before it: the
   // model's choice for this pattern names it.
-  r.auto_choice = auto_ran.empty() || asked.moving_root ? modelled : auto_ran;
+  const bool by_pattern = asked.moving_root || asked.after_barrier;
+  r.auto_choice = auto_ran.empty() || by_pattern ? modelled : auto_ran;
   r.auto_name = r.auto_choice;
-  if (!auto_ran.empty() && auto_ran != r.auto_choice && !asked.moving_root) r.auto_name += " (model: " + modelled + ")";
+  if (!auto_ran.empty() && auto_ran != r.auto_choice && !by_pattern) r.auto_name += " (model: " + modelled + ")";
   if (std::isfinite(predicted.predicted_seconds) && predicted.predicted_seconds > 0) {
     r.predicted = predicted.predicted_seconds;
     r.source = std::string(alg::source_name(predicted.source));
@@ -464,7 +467,7 @@ std::optional<Row> check_collective(Collective c, int64_t target, MPI_Comm comm,
   int turn = 0;
   auto one_call = [&]() -> double {
     if (rotate) w.call.root = turn++ % h->size;
-    if (barrier) PMPI_Barrier(comm);
+    if (barrier) MPI_Barrier(comm);  // through Veneer, which notes it as an application's would be
     const double start = bench::now();
     call_collective(w.call, comm, true);
     return bench::now() - start;

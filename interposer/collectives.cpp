@@ -266,10 +266,9 @@ namespace {
     return false;
   const alg::Remembered* d = alg::recall_decision(alg::decision_key(call, comm));
   if (!d || d->algorithm) return false;
-  if (!d->moving) return true;
-  // The library when the root stayed (nothing to note); a moved root goes
-  // the full way, which notes it once.
-  return d->root_seen && d->root_seen->load(std::memory_order_relaxed) == call.root;
+  // The library when the root stayed and no barrier came between, where
+  // either matters (nothing to note then); otherwise the full way, which notes.
+  return d->choice(call.root) == nullptr;
 }
 
 // Allgather and Alltoall, inlined into each entry point.
@@ -283,6 +282,14 @@ template <alg::Collective kind>
   return exchange_slow<kind>(sbuf, scount, stype, rbuf, rcount, rtype, comm);
 }
 }  // namespace
+
+// Passed through; counted where a collective's choice depends on whether a
+// barrier came before it (algorithms::note_barrier).
+extern "C" int MPI_Barrier(MPI_Comm comm) {
+  if (alg::barriers_matter()) [[unlikely]]
+    alg::note_barrier(comm);
+  return next::Barrier(comm);
+}
 
 extern "C" int MPI_Allreduce(const void* sbuf, void* rbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm) {
   if (surely_library({.collective = alg::Collective::allreduce, .sbuf = sbuf, .count = count, .type = type, .op = op},

@@ -462,6 +462,8 @@ void veneer_fortran_neighbor_alltoallw(void* sendbuf, F* sendcounts, MPI_Aint* s
                                            recvcounts, rdispls, rtypes.data(), cc));
 }
 
+void veneer_fortran_barrier(F* c, F* ierror) { set_error(ierror, MPI_Barrier(comm(c))); }
+
 void veneer_fortran_allreduce(void* sendbuf, void* recvbuf, F* count, F* datatype, F* o, F* c, F* ierror) {
   const Sentinels s = f77();
   set_error(ierror,
@@ -594,6 +596,7 @@ VENEER_FORTRAN_NAMES_BUFFER(veneer_fortran_bsend_init, mpi_bsend_init, MPI_BSEND
 VENEER_FORTRAN_NAMES_BUFFER(veneer_fortran_rsend_init, mpi_rsend_init, MPI_RSEND_INIT)
 VENEER_FORTRAN_NAMES_BUFFER(veneer_fortran_recv_init, mpi_recv_init, MPI_RECV_INIT)
 // Handles only: the same function serves mpi_f08 where the sentinels agree.
+VENEER_FORTRAN_NAMES(veneer_fortran_barrier, mpi_barrier, MPI_BARRIER)
 VENEER_FORTRAN_NAMES(veneer_fortran_start, mpi_start, MPI_START)
 VENEER_FORTRAN_NAMES(veneer_fortran_startall, mpi_startall, MPI_STARTALL)
 VENEER_FORTRAN_NAMES(veneer_fortran_request_free, mpi_request_free, MPI_REQUEST_FREE)

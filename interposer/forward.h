@@ -50,6 +50,7 @@
   X(Alltoallw)              \
   X(Neighbor_alltoallv)     \
   X(Neighbor_alltoallw)     \
+  X(Barrier)                \
   X(Allreduce)              \
   X(Bcast)                  \
   X(Reduce)                 \

@@ -265,6 +265,15 @@ const Hierarchy* hierarchy(MPI_Comm comm, int* rc) {
   return built.release();  // now owned by the attribute
 }
 
+const Hierarchy* cached_hierarchy(MPI_Comm comm) {
+  const int key = keyval();
+  if (comm == MPI_COMM_NULL || key == MPI_KEYVAL_INVALID) return nullptr;
+  void* cached = nullptr;
+  int found = 0;
+  if (PMPI_Comm_get_attr(comm, key, &cached, &found) != MPI_SUCCESS || !found) return nullptr;
+  return static_cast<const Hierarchy*>(cached);
+}
+
 int forget_hierarchy(MPI_Comm comm) {
   const int key = keyval();
   if (key == MPI_KEYVAL_INVALID || comm == MPI_COMM_NULL) return MPI_SUCCESS;  // nothing was cached

@@ -66,6 +66,13 @@ struct Hierarchy {
   // every rank reads the same history; relaxed, as MPI leaves concurrent
   // collectives on one communicator to the application to order.
   mutable std::atomic<int> last_root[2] = {0, 0};
+  // MPI_Barrier calls on `parent` noted since Veneer began to note them
+  // (algorithms::note_barrier), and per collective (indexed by
+  // algorithms::Collective) the count at its previous call whose choice
+  // depends on whether a barrier came between (algorithms/decisions.h).
+  // The same order argument holds.
+  mutable std::atomic<uint64_t> barriers{0};
+  mutable std::atomic<uint64_t> barriers_seen[8] = {};
 
   Hierarchy() = default;
   Hierarchy(const Hierarchy&) = delete;
@@ -128,6 +135,9 @@ std::unique_ptr<Hierarchy> build_hierarchy(MPI_Comm comm, std::optional<int> nod
 // Valid until comm is freed. nullptr where build_hierarchy would return it, or
 // where caching it fails (*rc as there).
 const Hierarchy* hierarchy(MPI_Comm comm, int* rc = nullptr);
+
+// The cached hierarchy of `comm`, or nullptr where none was built yet (never builds; not collective).
+const Hierarchy* cached_hierarchy(MPI_Comm comm);
 
 // Drops the cached hierarchy of comm, if any (frees its communicators). The
 // library's error code of looking it up or deleting it.

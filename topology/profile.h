@@ -130,6 +130,10 @@ struct Timing {
   // The time a call whose root moved is scored by (the fixed-root one where
   // the rotation was not timed).
   double worst_moving() const { return rotating > 0 ? std::max(rotating, returned) : worst(); }
+  // The time a call made first on its communicator since a barrier there is
+  // scored by: one call between barriers (the back-to-back median where the
+  // pattern was not timed) and the heap state that hands blocks back.
+  double worst_after_barrier() const { return std::max(patterns > 0 ? patterns : median, returned); }
 };
 
 struct CollectivePoint {

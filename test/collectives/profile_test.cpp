@@ -342,6 +342,68 @@ TEST_F(ProfileLoading, ACallWhoseRootMovedGetsTheRotatingWinner) {
   }
 }
 
+// Allgather timed back to back and one call between barriers: the library
+// wins the first way, ring the second (MPICH's small allgathers measured
+// so, with two_level). The first allgather on a communicator since an
+// MPI_Barrier there runs ring, every other one the library, alike on every
+// rank; a barrier through PMPI_Barrier or on another communicator is not
+// one. Every rank receives every rank's block.
+TEST_F(ProfileLoading, TheFirstCallAfterABarrierGetsTheWinnerBetweenBarriers) {
+  const int p = world_size(), me = world_rank();
+  if (p < 2) GTEST_SKIP() << "one rank passes through";
+  topo::Profile prof = profile_where("library");
+  for (int64_t bytes : {int64_t{64}, int64_t{4096}}) {
+    topo::CollectivePoint pt = point_here("allgather", bytes * p, {});
+    pt.times.emplace_back("library", topo::Timing{1e-6, 0.02, 0, 8e-6});
+    pt.times.emplace_back("ring", topo::Timing{2e-6, 0.02, 0, 3e-6});
+    prof.collectives.push_back(pt);
+  }
+  ASSERT_EQ(load(file("barriers.json", topo::profile_text(prof))).info.status, ProfileStatus::loaded);
+  const int n = 32;  // 128 B per rank: between the measured sizes
+  std::vector<int> mine(n), all(static_cast<size_t>(n * p));
+  int round = 0;
+  auto allgather = [&](MPI_Comm comm) {
+    ++round;
+    for (int i = 0; i < n; ++i) mine[static_cast<size_t>(i)] = me * 1000 + i + round;
+    std::fill(all.begin(), all.end(), -1);
+    ASSERT_EQ(MPI_Allgather(mine.data(), n, MPI_INT, all.data(), n, MPI_INT, comm), MPI_SUCCESS);
+    for (int r = 0; r < p; ++r)
+      for (int i = 0; i < n; ++i)
+        ASSERT_EQ(all[static_cast<size_t>(r * n + i)], r * 1000 + i + round) << "round " << round;
+  };
+  auto count = [](const char* algorithm) {
+    for (const auto& e : alg::collectives_counts())
+      if (e.collective == alg::Collective::allgather && e.algorithm == algorithm) return e.calls;
+    return uint64_t{0};
+  };
+  allgather(MPI_COMM_WORLD);  // decides (and from now on barriers are noted)
+  allgather(MPI_COMM_WORLD);
+  alg::reset_collectives_counts();
+  for (int k = 0; k < 3; ++k) allgather(MPI_COMM_WORLD);  // back to back: the library
+  EXPECT_EQ(count("library"), 3u);
+  EXPECT_EQ(count("ring"), 0u);
+  for (int k = 0; k < 3; ++k) {  // a barrier before each: ring
+    ASSERT_EQ(MPI_Barrier(MPI_COMM_WORLD), MPI_SUCCESS);
+    allgather(MPI_COMM_WORLD);
+  }
+  EXPECT_EQ(count("ring"), 3u);
+  allgather(MPI_COMM_WORLD);  // the second call since the barrier: the library
+  EXPECT_EQ(count("library"), 4u);
+  ASSERT_EQ(MPI_Barrier(MPI_COMM_WORLD), MPI_SUCCESS);
+  ASSERT_EQ(MPI_Barrier(MPI_COMM_WORLD), MPI_SUCCESS);
+  allgather(MPI_COMM_WORLD);  // two barriers: one call after them
+  EXPECT_EQ(count("ring"), 4u);
+  PMPI_Barrier(MPI_COMM_WORLD);  // not seen by Veneer
+  allgather(MPI_COMM_WORLD);
+  MPI_Comm other = MPI_COMM_NULL;
+  ASSERT_EQ(PMPI_Comm_dup(MPI_COMM_WORLD, &other), MPI_SUCCESS);
+  ASSERT_EQ(MPI_Barrier(other), MPI_SUCCESS);  // another communicator's barrier
+  allgather(MPI_COMM_WORLD);
+  EXPECT_EQ(count("library"), 6u);
+  EXPECT_EQ(count("ring"), 4u);
+  PMPI_Comm_free(&other);
+}
+
 // A profile whose point-to-point section says Veneer pays up to `intra` bytes
 // of block within a node (and `inter` between nodes, when given).
 topo::Profile profile_with_p2p(int64_t intra, std::optional<int64_t> inter = std::nullopt) {
