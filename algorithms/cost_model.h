@@ -102,6 +102,12 @@ inline constexpr double min_spread = 0.05;
 // library where the heap hands freed blocks back, and ran 0.86x of the
 // library in a job whose heap kept them (12% behind it at calibration).
 inline constexpr double behind_tolerance = 0.05;
+// The first call since a barrier is timed alone, with the skew of the
+// barrier's release in its time: there an algorithm must also be this much
+// faster than the library. MPICH's 16 B broadcast on 4 ranks: binomial
+// measured 0.11-0.17 us ahead of the library's 0.73-0.86 us between
+// barriers at calibration, and ran at 0.75-0.99x of it in two checks.
+inline constexpr double after_barrier_min_gain = 0.25e-6;
 inline constexpr double max_spread = 0.5;
 // The formulas' margin: the built-in library_margin (oversubscribed_margin
 // when ranks share cores); with fitted levels (1 - e) / (1 + e) for the fits'

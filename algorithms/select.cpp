@@ -161,6 +161,11 @@ Choice decide(std::span<const Algorithm* const> candidates, const Shape& s, cons
   } else if (allows(rule, "library") && !beats_library(best_time, library, s, m)) {
     c.decision = Decision::library_kept;
     take_library(c);
+  } else if (allows(rule, "library") && s.after_barrier && series &&
+             best_time.seconds + after_barrier_min_gain >= library.seconds) {
+    c.decision = Decision::library_kept;
+    c.within_barrier_skew = true;
+    take_library(c);
   } else if (allows(rule, "library") && series && best_time.source == Source::interpolated &&
              !ahead_on_both_sides(s, best, m, *series)) {
     c.decision = Decision::library_kept;
@@ -216,6 +221,10 @@ std::string reason(const Choice& c, const Shape& s) {
         return "measured times under " + rule + ": " + name_of(c.best) + " interpolated at " +
                seconds_text(c.best_seconds) + " against the library's " + seconds_text(c.library_seconds) +
                ", but slower than the library at a measured size on either side (the curves cross): library";
+      if (c.within_barrier_skew)
+        return "measured times under " + rule + ": best, " + name_of(c.best) + " at " + seconds_text(c.best_seconds) +
+               " against the library's " + seconds_text(c.library_seconds) +
+               ", less than a barrier's skew ahead (0.25 us) for a call after a barrier: library";
       if (c.from_measurements)
         return "measured times under " + rule + ": best, " + name_of(c.best) + " at " + seconds_text(c.best_seconds) +
                ", not faster than the library's " + seconds_text(c.library_seconds) + " (" + source +

@@ -410,6 +410,15 @@ TEST(Model, TheFirstCallAfterABarrierIsScoredByTheTimesBetweenBarriers) {
   const alg::Choice fresh = alg::choose(s, t, m);
   EXPECT_EQ(name(fresh), "two_level") << alg::reason(fresh, s);
   EXPECT_EQ(fresh.source, Source::interpolated);
+  // A win smaller than a barrier's skew (0.25 us) is not taken after a barrier.
+  topo::Profile close = p;
+  for (topo::CollectivePoint& pt : close.collectives)
+    for (auto& [n, timing] : pt.times)
+      if (n == "library") timing.patterns = 0.73e-6;
+      else timing.patterns = 0.55e-6;
+  const alg::Choice skew = alg::choose(s, t, alg::cost_model_from_profile(close));
+  EXPECT_EQ(name(skew), "library") << alg::reason(skew, s);
+  EXPECT_TRUE(skew.within_barrier_skew);
   // A profile without times between barriers scores the first call by the back-to-back ones.
   for (topo::CollectivePoint& pt : p.collectives)
     for (auto& [n, timing] : pt.times) timing.patterns = 0;
