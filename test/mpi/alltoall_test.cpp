@@ -20,6 +20,7 @@
 
 #include "support/config.h"
 #include "support/counters.h"
+#include "test/mpi/ranks.h"
 
 namespace {
 
@@ -36,17 +37,6 @@ const bool g_environment = [] {
   setenv("VENEER_ALLTOALL_MIN_BYTES", "0", 1);
   return true;
 }();
-
-int rank_of(MPI_Comm c = MPI_COMM_WORLD) {
-  int r = 0;
-  MPI_Comm_rank(c, &r);
-  return r;
-}
-int size_of(MPI_Comm c = MPI_COMM_WORLD) {
-  int s = 0;
-  MPI_Comm_size(c, &s);
-  return s;
-}
 
 class Type {
  public:

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "datatypes/decode.h"
+#include "test/mpi/ranks.h"
 
 #ifndef VENEER_HAVE_LARGE_COUNT
 
@@ -40,17 +41,6 @@ namespace {
 constexpr int64_t kGiB = int64_t{1} << 30;
 constexpr int64_t kWindow = 32;  // bytes checked on either side of every block
 constexpr int64_t kPage = 4096;
-
-int rank_of() {
-  int r = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &r);
-  return r;
-}
-int size_of() {
-  int s = 0;
-  MPI_Comm_size(MPI_COMM_WORLD, &s);
-  return s;
-}
 
 // Anonymous memory that is reserved but backed only where touched.
 class Sparse {

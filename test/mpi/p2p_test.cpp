@@ -9,18 +9,9 @@
 #include <numeric>
 #include <vector>
 
-namespace {
+#include "test/mpi/ranks.h"
 
-int rank_of(MPI_Comm c = MPI_COMM_WORLD) {
-  int r = 0;
-  MPI_Comm_rank(c, &r);
-  return r;
-}
-int size_of(MPI_Comm c = MPI_COMM_WORLD) {
-  int s = 0;
-  MPI_Comm_size(c, &s);
-  return s;
-}
+namespace {
 
 // vector(n, 1 double, stride 3): a strided column, the classic worst case.
 struct Column {

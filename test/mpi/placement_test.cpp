@@ -22,6 +22,7 @@
 #include <utility>
 #include <vector>
 
+#include "test/mpi/ranks.h"
 #include "topology/hierarchy.h"
 
 namespace veneer {
@@ -29,17 +30,6 @@ std::string placement_report_text();
 }
 
 namespace {
-
-int rank_of(MPI_Comm c = MPI_COMM_WORLD) {
-  int r = 0;
-  MPI_Comm_rank(c, &r);
-  return r;
-}
-int size_of(MPI_Comm c = MPI_COMM_WORLD) {
-  int s = 0;
-  MPI_Comm_size(c, &s);
-  return s;
-}
 
 bool placement_on() {
   const char* v = std::getenv("VENEER_PLACEMENT");

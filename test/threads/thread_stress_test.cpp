@@ -21,6 +21,7 @@
 #include "algorithms/collectives.h"
 #include "support/config.h"
 #include "support/counters.h"
+#include "test/mpi/ranks.h"
 
 namespace {
 
@@ -34,17 +35,6 @@ int rounds() {
   const char* v = std::getenv("VENEER_TEST_THREAD_ROUNDS");
   const int n = v ? std::atoi(v) : 0;
   return n > 0 ? n : 12;
-}
-
-int rank_of(MPI_Comm c) {
-  int r = 0;
-  PMPI_Comm_rank(c, &r);
-  return r;
-}
-int size_of(MPI_Comm c) {
-  int s = 0;
-  PMPI_Comm_size(c, &s);
-  return s;
 }
 
 bool thread_multiple() {
