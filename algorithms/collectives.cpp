@@ -10,6 +10,7 @@
 #include "algorithms/admission.h"
 #include "algorithms/decisions.h"
 #include "algorithms/execution.h"
+#include "algorithms/measured.h"
 #include "algorithms/report.h"
 #include "algorithms/select.h"
 #include "algorithms/state.h"
@@ -41,14 +42,14 @@ Remembered decide(const Call& c, MPI_Comm comm) {
   if (config().log_level >= LogLevel::debug)
     log(LogLevel::debug, "%s: %s: %s", describe(*s).c_str(),
         std::string(choice.algorithm ? choice.algorithm->name : "library").c_str(), reason(choice, *s).c_str());
-  Remembered out{.algorithm = choice.algorithm, .moving = choice.algorithm, .after_barrier = choice.algorithm};
+  Remembered out{.algorithm = choice.algorithm, .collective = c.collective};
   if (c.collective == Collective::bcast || c.collective == Collective::reduce) {
     Shape moved = *s;
     moved.moving_root = true;
     const Choice other = choose(moved, *rules, *m);
-    out.moving = other.algorithm;
-    if (out.moving != out.algorithm) {
-      out.root_seen = &h->last_root[c.collective == Collective::bcast ? 0 : 1];
+    if (other.algorithm != out.algorithm) {
+      out.varies |= Remembered::moved_root;
+      out.moving = static_cast<uint8_t>(candidate_index(other.algorithm));
       if (config().log_level >= LogLevel::debug)
         log(LogLevel::debug, "%s, root moved: %s: %s", describe(*s).c_str(),
             std::string(other.algorithm ? other.algorithm->name : "library").c_str(), reason(other, moved).c_str());
@@ -58,15 +59,14 @@ Remembered decide(const Call& c, MPI_Comm comm) {
   fresh.after_barrier = true;
   const Choice after = choose(fresh, *rules, *m);
   if (after.algorithm != out.algorithm) {
-    out.after_barrier = after.algorithm;
-    out.barrier_seen = &h->barriers_seen[static_cast<size_t>(c.collective)];
-    out.barriers = &h->barriers;
+    out.varies |= Remembered::first_since_barrier;
+    out.after_barrier = static_cast<uint8_t>(candidate_index(after.algorithm));
     g_barriers_matter.store(true, std::memory_order_relaxed);
     if (config().log_level >= LogLevel::debug)
       log(LogLevel::debug, "%s, first since a barrier: %s: %s", describe(*s).c_str(),
           std::string(after.algorithm ? after.algorithm->name : "library").c_str(), reason(after, fresh).c_str());
   }
-  if (out.algorithm || out.moving || out.after_barrier) out.hierarchy = h;
+  if (out.algorithm || out.varies) out.hierarchy = h;
   return out;
 }
 

@@ -21,6 +21,7 @@
 
 #include "algorithms/algorithm.h"
 #include "support/handle.h"
+#include "topology/hierarchy.h"
 
 namespace veneer::algorithms {
 
@@ -39,36 +40,54 @@ struct DecisionKey {
 
 struct Remembered {
   const Algorithm* algorithm = nullptr;            // nullptr: the library
-  const topology::Hierarchy* hierarchy = nullptr;  // where algorithm runs (valid while comm lives)
-  // Bcast and reduce: the choice when the root differs from the previous such
-  // call's on the communicator (Shape::moving_root). `root_seen` is set (the
-  // hierarchy's last_root of this collective) only where the two choices
-  // differ; otherwise `moving` equals `algorithm`.
-  const Algorithm* moving = nullptr;
-  std::atomic<int>* root_seen = nullptr;
-  // The choice for the first such call since an MPI_Barrier on the
-  // communicator (Shape::after_barrier). `barrier_seen` (the hierarchy's
-  // barriers_seen of this collective) and `barriers` (its barrier count) are
-  // set only where it differs from `algorithm`. A moved root takes precedence.
-  const Algorithm* after_barrier = nullptr;
-  std::atomic<uint64_t>* barrier_seen = nullptr;
-  const std::atomic<uint64_t>* barriers = nullptr;
+  const topology::Hierarchy* hierarchy = nullptr;  // where algorithms run (valid while comm lives)
+  // Where the choice depends on the call's history on the communicator, the
+  // alternatives (1 + their index in algorithms_for(collective), 0 the
+  // library) and a bit each in `varies`:
+  //  - moved_root: a bcast or reduce whose root differs from the previous
+  //    such call's (Shape::moving_root; the hierarchy's last_root);
+  //  - first_since_barrier: the first such call since an MPI_Barrier on the
+  //    communicator (Shape::after_barrier; the hierarchy's barriers and
+  //    barriers_seen). A moved root takes precedence.
+  // Small, so that a set of two slots stays within three cache lines.
+  static constexpr uint8_t moved_root = 1, first_since_barrier = 2;
+  uint8_t varies = 0;
+  uint8_t moving = 0;
+  uint8_t after_barrier = 0;
+  Collective collective = Collective::allreduce;
 
-  // The choice for a call with `root`, without noting anything. Where it is
-  // the library, nothing would be noted either.
-  [[gnu::always_inline]] const Algorithm* choice(int root) const {
-    if (root_seen && root_seen->load(std::memory_order_relaxed) != root) return moving;
-    if (barrier_seen && barrier_seen->load(std::memory_order_relaxed) != barriers->load(std::memory_order_relaxed))
-      return after_barrier;
-    return algorithm;
+  // Whether a call with `root` goes to the library, noting nothing. Where
+  // it does, nothing would be noted either.
+  [[gnu::always_inline]] bool library_for(int root) const {
+    if (!varies) [[likely]]
+      return !algorithm;
+    if (root_moved(root)) return moving == 0;
+    if (barrier_came()) return after_barrier == 0;
+    return !algorithm;
   }
   // The choice for a call with `root`, noting the root and the barriers for the next call.
-  [[gnu::always_inline]] const Algorithm* for_root(int root) const {
-    const Algorithm* a = choice(root);
-    if (root_seen) root_seen->store(root, std::memory_order_relaxed);
-    if (barrier_seen) barrier_seen->store(barriers->load(std::memory_order_relaxed), std::memory_order_relaxed);
+  const Algorithm* for_root(int root) const {
+    if (!varies) return algorithm;
+    const Algorithm* a = root_moved(root) ? alternative(moving)
+                         : barrier_came() ? alternative(after_barrier)
+                                          : algorithm;
+    if (varies & moved_root) last_root().store(root, std::memory_order_relaxed);
+    if (varies & first_since_barrier)
+      barriers_seen().store(hierarchy->barriers.load(std::memory_order_relaxed), std::memory_order_relaxed);
     return a;
   }
+
+ private:
+  std::atomic<int>& last_root() const { return hierarchy->last_root[collective == Collective::bcast ? 0 : 1]; }
+  std::atomic<uint64_t>& barriers_seen() const { return hierarchy->barriers_seen[static_cast<size_t>(collective)]; }
+  [[gnu::always_inline]] bool root_moved(int root) const {
+    return (varies & moved_root) && last_root().load(std::memory_order_relaxed) != root;
+  }
+  [[gnu::always_inline]] bool barrier_came() const {
+    return (varies & first_since_barrier) &&
+           barriers_seen().load(std::memory_order_relaxed) != hierarchy->barriers.load(std::memory_order_relaxed);
+  }
+  const Algorithm* alternative(uint8_t k) const { return k ? algorithms_for(collective)[k - 1u] : nullptr; }
 };
 
 namespace detail {

@@ -268,7 +268,7 @@ namespace {
   if (!d || d->algorithm) return false;
   // The library when the root stayed and no barrier came between, where
   // either matters (nothing to note then); otherwise the full way, which notes.
-  return d->choice(call.root) == nullptr;
+  return d->library_for(call.root);
 }
 
 // Allgather and Alltoall, inlined into each entry point.
