@@ -38,33 +38,32 @@ Remembered decide(const Call& c, MPI_Comm comm) {
   if (!h) return {};
   place(*s, *h);
   auto m = current_model();
-  const Choice choice = choose(*s, *rules, *m);
-  if (config().log_level >= LogLevel::debug)
-    log(LogLevel::debug, "%s: %s: %s", describe(*s).c_str(),
-        std::string(choice.algorithm ? choice.algorithm->name : "library").c_str(), reason(choice, *s).c_str());
-  Remembered out{.algorithm = choice.algorithm, .collective = c.collective};
-  if (c.collective == Collective::bcast || c.collective == Collective::reduce) {
-    Shape moved = *s;
-    moved.moving_root = true;
-    const Choice other = choose(moved, *rules, *m);
-    if (other.algorithm != out.algorithm) {
-      out.varies |= Remembered::moved_root;
-      out.moving = static_cast<uint8_t>(candidate_index(other.algorithm));
-      if (config().log_level >= LogLevel::debug)
-        log(LogLevel::debug, "%s, root moved: %s: %s", describe(*s).c_str(),
-            std::string(other.algorithm ? other.algorithm->name : "library").c_str(), reason(other, moved).c_str());
-    }
-  }
-  Shape fresh = *s;
-  fresh.after_barrier = true;
-  const Choice after = choose(fresh, *rules, *m);
-  if (after.algorithm != out.algorithm) {
-    out.varies |= Remembered::first_since_barrier;
-    out.after_barrier = static_cast<uint8_t>(candidate_index(after.algorithm));
-    g_barriers_matter.store(true, std::memory_order_relaxed);
+  // The choice for s, or for a variant of it (`pattern` names the variant in the log).
+  auto decide_for = [&](const Shape& shape, const char* pattern) {
+    const Choice choice = choose(shape, *rules, *m);
     if (config().log_level >= LogLevel::debug)
-      log(LogLevel::debug, "%s, first since a barrier: %s: %s", describe(*s).c_str(),
-          std::string(after.algorithm ? after.algorithm->name : "library").c_str(), reason(after, fresh).c_str());
+      log(LogLevel::debug, "%s%s: %s: %s", describe(shape).c_str(), pattern,
+          std::string(choice.algorithm ? choice.algorithm->name : "library").c_str(), reason(choice, shape).c_str());
+    return choice.algorithm;
+  };
+  Remembered out{.algorithm = decide_for(*s, ""), .collective = c.collective};
+  // The alternative for a variant of the call's pattern: 1 + its index, 0
+  // the library; nullopt where it is the same choice.
+  auto alternative = [&](Shape variant, bool Shape::*pattern, const char* name) -> std::optional<uint8_t> {
+    variant.*pattern = true;
+    const Algorithm* a = decide_for(variant, name);
+    if (a == out.algorithm) return std::nullopt;
+    return static_cast<uint8_t>(candidate_index(a));
+  };
+  if (c.collective == Collective::bcast || c.collective == Collective::reduce)
+    if (auto k = alternative(*s, &Shape::moving_root, ", root moved")) {
+      out.varies |= Remembered::moved_root;
+      out.moving = *k;
+    }
+  if (auto k = alternative(*s, &Shape::after_barrier, ", first since a barrier")) {
+    out.varies |= Remembered::first_since_barrier;
+    out.after_barrier = *k;
+    g_barriers_matter.store(true, std::memory_order_relaxed);
   }
   if (out.algorithm || out.varies) out.hierarchy = h;
   return out;
