@@ -39,6 +39,7 @@
 #include "support/config.h"
 #include "support/log.h"
 #include "topology/hierarchy.h"
+#include "topology/machine.h"
 #include "topology/placement.h"
 
 namespace veneer {
@@ -95,18 +96,6 @@ Record& record() {
   static Record r;
   return r;
 }
-void remember(const char* call, const topology::Hierarchy& h, const Placement& p, bool taken) {
-  Record& r = record();
-  const std::string line =
-      std::string(call) + " on " + h.describe() + ": " + p.describe() + (taken ? ", placed" : ", kept (no gain)");
-  {
-    const std::lock_guard<std::mutex> hold(r.lock);
-    (taken ? r.placed : r.kept) += 1;
-    if (r.recent.size() == kRecent) r.recent.erase(r.recent.begin());
-    r.recent.push_back(line);
-  }
-  if (h.rank == 0) log(LogLevel::info, "placement: %s", line.c_str());
-}
 
 // Whether a byte between nodes costs more than one within a node: the
 // calibrated profile's fits where both levels were fitted (a 64 KiB message
@@ -118,24 +107,78 @@ bool network_costs_more() {
   return model->inter.alpha + kBytes * model->inter.beta > model->intra.alpha + kBytes * model->intra.beta;
 }
 
-// Veneer's answer for a topology whose graph it read: the placement of `g`
-// on h's nodes where it is predicted to gain, else the identity (the library
-// is then called with reorder false: Veneer has decided, and Open MPI's
-// treematch, which can hang, is not reached).
-std::optional<Placement> worth_placing(const char* call, const topology::Hierarchy& h, const CommGraph& g) {
-  Placement p = topology::place(g, h.node_of_rank, h.node_count);
-  const bool taken = p.moves() && p.cut_after < p.cut_before && network_costs_more();
-  remember(call, h, p, taken);
-  if (!taken) return std::nullopt;
-  return p;
+// Where placement may apply: comm's hierarchy (its nodes) and the socket of
+// every rank, numbered over comm (topology::number_sockets).
+struct Levels {
+  const topology::Hierarchy* h = nullptr;
+  std::vector<int> socket_of_rank;
+  int socket_count = 0;
+  // "4 ranks on 2 nodes (2,2), node-consecutive, 4 sockets"
+  std::string describe() const {
+    std::string s = h->describe();
+    if (socket_count > h->node_count) s += ", " + std::to_string(socket_count) + " sockets";
+    return s;
+  }
+};
+
+// The package this process runs on, as placement counts it: its pretend
+// socket (VENEER_RANKS_PER_SOCKET), else the package holding its whole
+// binding (hwloc), else -1 (unbound, or bound across packages).
+int my_package(const topology::Hierarchy& h) {
+  if (auto k = topology::pretend_socket_size_from_env()) return h.node_rank / *k;
+  return topology::machine().bound_package;
 }
 
-// The hierarchy of comm where placement may apply (several nodes), else null.
-const topology::Hierarchy* nodes_of(MPI_Comm comm) {
-  if (comm == MPI_COMM_NULL) return nullptr;
-  int rc = MPI_SUCCESS;
-  const topology::Hierarchy* h = topology::hierarchy(comm, &rc);
-  return h && h->node_count > 1 ? h : nullptr;
+// The levels of comm where placement may apply (several nodes, or one node
+// with several sockets), else nullopt: pass through (*rc: a library error,
+// if one happened). Every rank takes the same branches: the node count is
+// agreed, the ranks of one node see one machine and one environment, and
+// the sockets are gathered (one allgather on comm).
+std::optional<Levels> levels_of(MPI_Comm comm, int* rc) {
+  if (comm == MPI_COMM_NULL) return std::nullopt;
+  const topology::Hierarchy* h = topology::hierarchy(comm, rc);
+  if (!h) return std::nullopt;
+  const bool sockets_possible = topology::pretend_socket_size_from_env() || topology::machine().packages > 1;
+  if (h->node_count <= 1 && !sockets_possible) return std::nullopt;
+  Levels l{h, {}, 0};
+  const int mine = my_package(*h);
+  std::vector<int> packages(static_cast<size_t>(h->size));
+  *rc = PMPI_Allgather(&mine, 1, MPI_INT, packages.data(), 1, MPI_INT, comm);
+  if (*rc != MPI_SUCCESS) return std::nullopt;
+  l.socket_of_rank = topology::number_sockets(h->node_of_rank, packages, l.socket_count);
+  if (h->node_count <= 1 && l.socket_count <= 1) return std::nullopt;
+  return l;
+}
+
+void remember(const char* call, const Levels& l, const Placement& p, bool taken) {
+  Record& r = record();
+  const std::string line =
+      std::string(call) + " on " + l.describe() + ": " + p.describe() + (taken ? ", placed" : ", kept (no gain)");
+  {
+    const std::lock_guard<std::mutex> hold(r.lock);
+    (taken ? r.placed : r.kept) += 1;
+    if (r.recent.size() == kRecent) r.recent.erase(r.recent.begin());
+    r.recent.push_back(line);
+  }
+  if (l.h->rank == 0) log(LogLevel::info, "placement: %s", line.c_str());
+}
+
+// Veneer's answer for a topology whose graph it read: the placement of `g`
+// on the nodes, then the sockets, where it is predicted to gain, else the
+// identity (the library is then called with reorder false: Veneer has
+// decided, and Open MPI's treematch, which can hang, is not reached). A move
+// between nodes is taken where the profile says the network costs more (or
+// there is no profile); within a node, a smaller cut between sockets is
+// taken as the gain (no profile measures the sockets apart).
+std::optional<Placement> worth_placing(const char* call, const Levels& l, const CommGraph& g) {
+  const topology::Hierarchy& h = *l.h;
+  Placement p = topology::place(g, h.node_of_rank, h.node_count, l.socket_of_rank, l.socket_count);
+  if (p.cut_after < p.cut_before && !network_costs_more())
+    p = topology::place(g, h.node_of_rank, h.node_count, l.socket_of_rank, l.socket_count, false);
+  const bool taken = p.moves() && p.gains();
+  remember(call, l, p, taken);
+  if (!taken) return std::nullopt;
+  return p;
 }
 
 // The reordered communicator: this process gets new rank `vertex`.
@@ -396,14 +439,16 @@ extern "C" int MPI_Dist_graph_create_adjacent(MPI_Comm comm_old, int indegree, c
                                       info, reorder, comm_dist_graph);
   };
   if (!reorder || !placement_enabled()) return pass();
-  const topology::Hierarchy* h = nodes_of(comm_old);
-  if (!h) return pass();
+  int levels_rc = MPI_SUCCESS;
+  const auto levels = levels_of(comm_old, &levels_rc);
+  if (!levels) return levels_rc != MPI_SUCCESS ? levels_rc : pass();
+  const topology::Hierarchy* h = levels->h;
   AdjacentLists all;
   int rc = MPI_SUCCESS;
   if (!gather_adjacent(comm_old, h->size, indegree, sources, sourceweights, outdegree, destinations, destweights, all,
                        &rc))
     return rc != MPI_SUCCESS ? rc : pass();
-  const auto placed = worth_placing("MPI_Dist_graph_create_adjacent", *h, graph_of(all, h->size));
+  const auto placed = worth_placing("MPI_Dist_graph_create_adjacent", *levels, graph_of(all, h->size));
   if (!placed)
     return next_dist_graph_adjacent()(comm_old, indegree, sources, sourceweights, outdegree, destinations, destweights,
                                       info, 0, comm_dist_graph);
@@ -422,14 +467,16 @@ extern "C" int MPI_Dist_graph_create(MPI_Comm comm_old, int n, const int nodes[]
                                      MPI_Comm* newcomm) {
   auto pass = [&] { return next_dist_graph()(comm_old, n, nodes, degrees, targets, weights, info, reorder, newcomm); };
   if (!reorder || !placement_enabled()) return pass();
-  const topology::Hierarchy* h = nodes_of(comm_old);
-  if (!h) return pass();
+  int levels_rc = MPI_SUCCESS;
+  const auto levels = levels_of(comm_old, &levels_rc);
+  if (!levels) return levels_rc != MPI_SUCCESS ? levels_rc : pass();
+  const topology::Hierarchy* h = levels->h;
   std::vector<Edge> edges;
   bool weighted = false;
   int rc = MPI_SUCCESS;
   if (!gather_edges(comm_old, h->size, n, nodes, degrees, targets, weights, edges, weighted, &rc))
     return rc != MPI_SUCCESS ? rc : pass();
-  const auto placed = worth_placing("MPI_Dist_graph_create", *h, topology::make_graph(h->size, edges));
+  const auto placed = worth_placing("MPI_Dist_graph_create", *levels, topology::make_graph(h->size, edges));
   // Vertex ids are new ranks: the process with new rank k makes vertex k's
   // lists (the identity: on the old communicator, with its own rank as k).
   const int k = placed ? placed->vertex_of_rank[static_cast<size_t>(h->rank)] : h->rank;
@@ -448,8 +495,10 @@ extern "C" int MPI_Cart_create(MPI_Comm comm_old, int ndims, const int dims[], c
                                MPI_Comm* comm_cart) {
   auto pass = [&] { return next_cart()(comm_old, ndims, dims, periods, reorder, comm_cart); };
   if (!reorder || !placement_enabled() || ndims <= 0 || !dims || !periods) return pass();
-  const topology::Hierarchy* h = nodes_of(comm_old);
-  if (!h) return pass();
+  int levels_rc = MPI_SUCCESS;
+  const auto levels = levels_of(comm_old, &levels_rc);
+  if (!levels) return levels_rc != MPI_SUCCESS ? levels_rc : pass();
+  const topology::Hierarchy* h = levels->h;
   // Only a grid of exactly the communicator's processes (others get MPI_COMM_NULL: left to the library).
   int64_t vertices = 1;
   uint32_t hash = fnv(2166136261U, ndims);
@@ -461,8 +510,8 @@ extern "C" int MPI_Cart_create(MPI_Comm comm_old, int ndims, const int dims[], c
   std::optional<Placement> placed;
   Decision mine = Decision::pass;
   if (vertices == h->size) {
-    placed =
-        worth_placing("MPI_Cart_create", *h, topology::make_graph(h->size, grid_edges(ndims, dims, periods, h->size)));
+    placed = worth_placing("MPI_Cart_create", *levels,
+                           topology::make_graph(h->size, grid_edges(ndims, dims, periods, h->size)));
     mine = placed ? Decision::place : Decision::keep;
   }
   const Decision agreed = all_agree(comm_old, mine, hash);
@@ -477,8 +526,10 @@ extern "C" int MPI_Graph_create(MPI_Comm comm_old, int nnodes, const int index[]
                                 MPI_Comm* comm_graph) {
   auto pass = [&] { return next_graph()(comm_old, nnodes, index, edges, reorder, comm_graph); };
   if (!reorder || !placement_enabled() || nnodes <= 0 || !index) return pass();
-  const topology::Hierarchy* h = nodes_of(comm_old);
-  if (!h) return pass();
+  int levels_rc = MPI_SUCCESS;
+  const auto levels = levels_of(comm_old, &levels_rc);
+  if (!levels) return levels_rc != MPI_SUCCESS ? levels_rc : pass();
+  const topology::Hierarchy* h = levels->h;
   // Every process passes the whole graph; only one over all of comm's processes is placed.
   std::vector<Edge> list;
   uint32_t hash = fnv(2166136261U, nnodes);
@@ -495,7 +546,7 @@ extern "C" int MPI_Graph_create(MPI_Comm comm_old, int nnodes, const int index[]
   std::optional<Placement> placed;
   Decision mine = Decision::pass;
   if (valid) {
-    placed = worth_placing("MPI_Graph_create", *h, topology::make_graph(h->size, list));
+    placed = worth_placing("MPI_Graph_create", *levels, topology::make_graph(h->size, list));
     mine = placed ? Decision::place : Decision::keep;
   }
   const Decision agreed = all_agree(comm_old, mine, hash);

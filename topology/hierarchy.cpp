@@ -175,6 +175,17 @@ std::optional<std::vector<int>> pretend_node_sizes_from_env() {
   return sizes;
 }
 
+std::optional<int> pretend_socket_size_from_env() {
+  const char* text = std::getenv("VENEER_RANKS_PER_SOCKET");
+  if (!text || !*text) return std::nullopt;
+  auto size = parse_size(text);
+  if (!size || *size <= 0 || *size > (1 << 24)) {
+    log(LogLevel::warn, "VENEER_RANKS_PER_SOCKET=\"%s\" is not a positive size; ignored", text);
+    return std::nullopt;
+  }
+  return static_cast<int>(*size);
+}
+
 int64_t host_key() {
   static const int64_t key = [] {
     char name[256] = {};

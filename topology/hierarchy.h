@@ -159,5 +159,9 @@ std::optional<std::vector<int>> parse_node_sizes(std::string_view text);
 int node_of_index(int index, const std::vector<int>& sizes);
 // The pretend node sizes of VENEER_RANKS_PER_NODE, read at each call; nullopt if unset or junk.
 std::optional<std::vector<int>> pretend_node_sizes_from_env();
+// VENEER_RANKS_PER_SOCKET=k: pretend sockets of k ranks within every node (a
+// rank's socket is its index on its node divided by k), for rank placement
+// where the hardware has one socket; read at each call; nullopt if unset or junk.
+std::optional<int> pretend_socket_size_from_env();
 
 }  // namespace veneer::topology

@@ -109,6 +109,9 @@ void find_binding(hwloc_topology_t topo, Machine& m) {
       break;
     }
   }
+  // An unbound process (the whole machine) spans every package of a multi-socket machine.
+  if (hwloc_obj_t pkg = hwloc_get_next_obj_covering_cpuset_by_type(topo, set.get(), HWLOC_OBJ_PACKAGE, nullptr))
+    if (hwloc_bitmap_isincluded(set.get(), pkg->cpuset)) m.bound_package = static_cast<int>(pkg->logical_index);
 }
 
 }  // namespace

@@ -37,6 +37,7 @@ struct Machine {
   std::vector<PciDevice> devices;  // GPUs and NICs
   int bound_pus = 0;               // PUs this process may run on (its binding), 0 if unknown
   int bound_numa_node = -1;        // NUMA node holding the whole binding, -1 if it spans several
+  int bound_package = -1;          // package (socket) holding the whole binding, -1 if it spans several
   std::string source;              // "this machine", "xml:<path>", "synthetic:<description>"
 
   int gpus() const;

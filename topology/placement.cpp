@@ -266,67 +266,166 @@ std::string Placement::describe() const {
   char text[160];
   std::snprintf(text, sizeof text, "cut %lld -> %lld of %lld (%s)", static_cast<long long>(cut_before),
                 static_cast<long long>(cut_after), static_cast<long long>(total_weight), method_name(method));
-  return text;
+  std::string s = text;
+  if (socket_cut_before >= 0) {
+    std::snprintf(text, sizeof text, "; sockets %lld -> %lld", static_cast<long long>(socket_cut_before),
+                  static_cast<long long>(socket_cut_after));
+    s += text;
+  }
+  return s;
+}
+
+namespace {
+
+// Re-deals vertices among the ranks of one level. Item i is a rank that plays
+// vertex plays[i] from group group[i] (a node, or a socket of one node;
+// groups 0 .. groups-1); part[i] is the part the partition gave that vertex,
+// parts sized as the groups. Parts go to the groups of their size holding
+// most of their vertices; a rank already playing a vertex of its group's
+// part keeps it, the others take the rest of the part in ascending order.
+// The new vertex of every item.
+std::vector<int> redeal(std::span<const int> plays, std::span<const int> group, std::span<const int> part, int groups) {
+  const auto g = static_cast<size_t>(groups);
+  std::vector<int> sizes(g, 0);
+  for (int q : group) ++sizes[static_cast<size_t>(q)];
+  std::vector<std::vector<int>> overlap(g, std::vector<int>(g, 0));
+  for (size_t i = 0; i < plays.size(); ++i) ++overlap[static_cast<size_t>(part[i])][static_cast<size_t>(group[i])];
+  struct Pair {
+    int shared, part, group;
+  };
+  std::vector<Pair> pairs;
+  for (int p = 0; p < groups; ++p)
+    for (int q = 0; q < groups; ++q)
+      if (sizes[static_cast<size_t>(p)] == sizes[static_cast<size_t>(q)])
+        pairs.push_back({overlap[static_cast<size_t>(p)][static_cast<size_t>(q)], p, q});
+  std::stable_sort(pairs.begin(), pairs.end(), [](const Pair& a, const Pair& b) { return a.shared > b.shared; });
+  std::vector<int> group_of_part(g, -1), part_of_group(g, -1);
+  for (const Pair& pr : pairs) {
+    if (group_of_part[static_cast<size_t>(pr.part)] >= 0 || part_of_group[static_cast<size_t>(pr.group)] >= 0) continue;
+    group_of_part[static_cast<size_t>(pr.part)] = pr.group;
+    part_of_group[static_cast<size_t>(pr.group)] = pr.part;
+  }
+  // The vertices each group takes from ranks of other groups.
+  std::vector<std::vector<int>> incoming(g);
+  for (size_t i = 0; i < plays.size(); ++i) {
+    const int to = group_of_part[static_cast<size_t>(part[i])];
+    if (to != group[i]) incoming[static_cast<size_t>(to)].push_back(plays[i]);
+  }
+  for (auto& v : incoming) std::sort(v.begin(), v.end());
+  std::vector<size_t> next(g, 0);
+  std::vector<int> result(plays.size());
+  for (size_t i = 0; i < plays.size(); ++i) {
+    const auto q = static_cast<size_t>(group[i]);
+    result[i] = part[i] == part_of_group[q] ? plays[i] : incoming[q][next[q]++];
+  }
+  return result;
+}
+
+// The weight between vertices played on different groups, where rank r
+// plays vertex_of_rank[r] on group group_of_rank[r].
+int64_t cut_as_played(const CommGraph& g, std::span<const int> vertex_of_rank, std::span<const int> group_of_rank) {
+  std::vector<int> group_of_vertex(vertex_of_rank.size());
+  for (size_t r = 0; r < vertex_of_rank.size(); ++r)
+    group_of_vertex[static_cast<size_t>(vertex_of_rank[r])] = group_of_rank[r];
+  return cut_weight(g, group_of_vertex);
+}
+
+// Within node `ranks` (ascending), the vertices they play partitioned over
+// their sockets where that cuts less between the sockets.
+bool place_on_sockets(const CommGraph& g, const std::vector<int>& ranks, std::span<const int> socket_of_rank,
+                      std::vector<int>& vertex_of_rank, PartitionMethod& method) {
+  const size_t m = ranks.size();
+  std::vector<int> plays(m), group(m), local_of_socket;
+  std::vector<int> local_of_vertex(static_cast<size_t>(g.vertices), -1);
+  for (size_t i = 0; i < m; ++i) {
+    const auto r = static_cast<size_t>(ranks[i]);
+    plays[i] = vertex_of_rank[r];
+    local_of_vertex[static_cast<size_t>(plays[i])] = static_cast<int>(i);
+    const auto at = std::find(local_of_socket.begin(), local_of_socket.end(), socket_of_rank[r]);
+    group[i] = static_cast<int>(at - local_of_socket.begin());
+    if (at == local_of_socket.end()) local_of_socket.push_back(socket_of_rank[r]);
+  }
+  const int groups = static_cast<int>(local_of_socket.size());
+  if (groups <= 1) return false;
+  std::vector<Edge> edges;
+  for (size_t i = 0; i < m; ++i) {
+    const auto v = static_cast<size_t>(plays[i]);
+    for (int64_t e = g.offsets[v]; e < g.offsets[v + 1]; ++e) {
+      const int j = local_of_vertex[static_cast<size_t>(g.neighbours[static_cast<size_t>(e)])];
+      if (j > static_cast<int>(i)) edges.push_back({static_cast<int>(i), j, g.weights[static_cast<size_t>(e)]});
+    }
+  }
+  const CommGraph sub = make_graph(static_cast<int>(m), edges);
+  const int64_t now = cut_weight(sub, group);
+  if (now == 0) return false;
+  std::vector<int> sizes(static_cast<size_t>(groups), 0);
+  for (int q : group) ++sizes[static_cast<size_t>(q)];
+  const Partition part = partition(sub, sizes);
+  if (part.part_of.size() != m || part.cut >= now) return false;
+  const std::vector<int> dealt = redeal(plays, group, part.part_of, groups);
+  for (size_t i = 0; i < m; ++i) vertex_of_rank[static_cast<size_t>(ranks[i])] = dealt[i];
+  if (method == PartitionMethod::identity) method = part.method;
+  return true;
+}
+
+}  // namespace
+
+bool Placement::gains() const {
+  return cut_after < cut_before ||
+         (cut_after == cut_before && socket_cut_before >= 0 && socket_cut_after < socket_cut_before);
 }
 
 Placement place(const CommGraph& g, std::span<const int> node_of_rank, int node_count) {
+  return place(g, node_of_rank, node_count, {}, 0);
+}
+
+Placement place(const CommGraph& g, std::span<const int> node_of_rank, int node_count,
+                std::span<const int> socket_of_rank, int socket_count, bool across_nodes) {
   const int n = g.vertices;
   Placement placed;
   placed.vertex_of_rank.resize(static_cast<size_t>(n));
   std::iota(placed.vertex_of_rank.begin(), placed.vertex_of_rank.end(), 0);
   placed.total_weight = g.total_weight;
-  if (static_cast<int>(node_of_rank.size()) != n || node_count <= 1) return placed;
-  placed.cut_before = placed.cut_after = cut_weight(g, node_of_rank);
-  if (placed.cut_before == 0) return placed;
+  if (static_cast<int>(node_of_rank.size()) != n) return placed;
+  const bool by_socket = static_cast<int>(socket_of_rank.size()) == n && socket_count > node_count;
+  if (node_count <= 1 && !by_socket) return placed;
+  placed.cut_before = placed.cut_after = node_count > 1 ? cut_weight(g, node_of_rank) : 0;
 
-  std::vector<int> sizes(static_cast<size_t>(node_count), 0);
-  for (int q : node_of_rank) ++sizes[static_cast<size_t>(q)];
-  Partition part = partition(g, sizes);
-  if (static_cast<int>(part.part_of.size()) != n || part.cut >= placed.cut_before) return placed;
-
-  // Parts to nodes of the same size, most shared vertices first.
-  std::vector<std::vector<int>> overlap(static_cast<size_t>(node_count),
-                                        std::vector<int>(static_cast<size_t>(node_count), 0));
-  for (int v = 0; v < n; ++v)
-    ++overlap[static_cast<size_t>(part.part_of[static_cast<size_t>(v)])]
-             [static_cast<size_t>(node_of_rank[static_cast<size_t>(v)])];
-  struct Pair {
-    int shared, part, node;
-  };
-  std::vector<Pair> pairs;
-  for (int p = 0; p < node_count; ++p)
-    for (int q = 0; q < node_count; ++q)
-      if (sizes[static_cast<size_t>(p)] == sizes[static_cast<size_t>(q)])
-        pairs.push_back({overlap[static_cast<size_t>(p)][static_cast<size_t>(q)], p, q});
-  std::stable_sort(pairs.begin(), pairs.end(), [](const Pair& a, const Pair& b) { return a.shared > b.shared; });
-  std::vector<int> node_of_part(static_cast<size_t>(node_count), -1), part_of_node(static_cast<size_t>(node_count), -1);
-  for (const Pair& pr : pairs) {
-    if (node_of_part[static_cast<size_t>(pr.part)] >= 0 || part_of_node[static_cast<size_t>(pr.node)] >= 0) continue;
-    node_of_part[static_cast<size_t>(pr.part)] = pr.node;
-    part_of_node[static_cast<size_t>(pr.node)] = pr.part;
-  }
-
-  // Within a node: a rank already playing a vertex of the node's part keeps
-  // it; the others take the remaining vertices in order.
-  std::vector<std::vector<int>> vertices_at(static_cast<size_t>(node_count)), ranks_at(static_cast<size_t>(node_count));
-  for (int v = 0; v < n; ++v)
-    vertices_at[static_cast<size_t>(node_of_part[static_cast<size_t>(part.part_of[static_cast<size_t>(v)])])].push_back(
-        v);
-  for (int r = 0; r < n; ++r) ranks_at[static_cast<size_t>(node_of_rank[static_cast<size_t>(r)])].push_back(r);
-  for (int q = 0; q < node_count; ++q) {
-    const auto& vs = vertices_at[static_cast<size_t>(q)];
-    std::vector<int> left;
-    for (int v : vs)
-      if (node_of_rank[static_cast<size_t>(v)] != q) left.push_back(v);  // not one of this node's own ranks
-    size_t next = 0;
-    for (int r : ranks_at[static_cast<size_t>(q)]) {
-      const bool keeps = std::binary_search(vs.begin(), vs.end(), r);
-      placed.vertex_of_rank[static_cast<size_t>(r)] = keeps ? r : left[next++];
+  if (across_nodes && placed.cut_before > 0) {
+    std::vector<int> sizes(static_cast<size_t>(node_count), 0);
+    for (int q : node_of_rank) ++sizes[static_cast<size_t>(q)];
+    const Partition part = partition(g, sizes);
+    if (static_cast<int>(part.part_of.size()) == n && part.cut < placed.cut_before) {
+      placed.vertex_of_rank = redeal(placed.vertex_of_rank, node_of_rank, part.part_of, node_count);
+      placed.cut_after = part.cut;
+      placed.method = part.method;
     }
   }
-  placed.cut_after = part.cut;
-  placed.method = part.method;
+  if (!by_socket) return placed;
+
+  placed.socket_cut_before = cut_weight(g, socket_of_rank);
+  std::vector<std::vector<int>> ranks_at(static_cast<size_t>(node_count));
+  for (int r = 0; r < n; ++r) ranks_at[static_cast<size_t>(node_of_rank[static_cast<size_t>(r)])].push_back(r);
+  for (const auto& ranks : ranks_at) place_on_sockets(g, ranks, socket_of_rank, placed.vertex_of_rank, placed.method);
+  placed.socket_cut_after = cut_as_played(g, placed.vertex_of_rank, socket_of_rank);
   return placed;
+}
+
+std::vector<int> number_sockets(std::span<const int> node_of_rank, std::span<const int> package_of_rank,
+                                int& socket_count) {
+  const size_t n = node_of_rank.size();
+  std::vector<int> socket_of_rank(n, 0);
+  socket_count = 0;
+  if (package_of_rank.size() != n) return socket_of_rank;
+  std::map<int, bool> unknown;  // node -> some rank's package unknown
+  for (size_t r = 0; r < n; ++r) unknown[node_of_rank[r]] = unknown[node_of_rank[r]] || package_of_rank[r] < 0;
+  std::map<std::pair<int, int>, int> number;
+  for (size_t r = 0; r < n; ++r) {
+    const std::pair<int, int> key{node_of_rank[r], unknown[node_of_rank[r]] ? -1 : package_of_rank[r]};
+    socket_of_rank[r] = number.try_emplace(key, socket_count).first->second;
+    if (socket_of_rank[r] == socket_count) ++socket_count;
+  }
+  return socket_of_rank;
 }
 
 }  // namespace veneer::topology

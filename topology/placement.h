@@ -69,8 +69,16 @@ struct Placement {
   int64_t cut_after = 0;
   int64_t total_weight = 0;
   PartitionMethod method = PartitionMethod::identity;
+  // The second level, where some node has several sockets: the weight
+  // between vertices on different sockets (between nodes included), before
+  // and after; -1 where sockets were not considered.
+  int64_t socket_cut_before = -1;
+  int64_t socket_cut_after = -1;
   bool moves() const;  // some rank plays another vertex
-  // "cut 24 -> 12 of 48 (exact)"
+  // True where the placement cuts less between nodes, or as much between
+  // nodes and less between sockets.
+  bool gains() const;
+  // "cut 24 -> 12 of 48 (exact)", with "; sockets 30 -> 18" where sockets counted.
   std::string describe() const;
 };
 
@@ -80,5 +88,19 @@ struct Placement {
 // go to the nodes of their size holding most of their vertices, so the
 // identity is kept wherever it is as good. The identity when nothing cuts less.
 Placement place(const CommGraph& g, std::span<const int> node_of_rank, int node_count);
+
+// The same over two levels: first the nodes (unless `across_nodes` is false:
+// every rank then stays on its node), then within each node its sockets
+// (`socket_of_rank`: sockets 0 .. socket_count-1, each inside one node), the
+// vertices a node plays partitioned over its sockets by the same rules.
+Placement place(const CommGraph& g, std::span<const int> node_of_rank, int node_count,
+                std::span<const int> socket_of_rank, int socket_count, bool across_nodes = true);
+
+// Sockets numbered over a communicator, in the order of their lowest rank:
+// rank r runs on node node_of_rank[r] and on package package_of_rank[r] of
+// that node (-1: unknown). A node with a rank whose package is unknown is one
+// socket. `socket_count` gets the number of sockets.
+std::vector<int> number_sockets(std::span<const int> node_of_rank, std::span<const int> package_of_rank,
+                                int& socket_count);
 
 }  // namespace veneer::topology

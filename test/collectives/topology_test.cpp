@@ -67,6 +67,24 @@ TEST(Topology, ThisMachineHasCores) {
   EXPECT_GE(m.pus, 1) << m.summary();
   EXPECT_GE(m.cores, 1);
   EXPECT_FALSE(m.summary().empty());
+  // The package holding the binding: where there is one package, it holds any binding.
+  if (m.packages == 1 && m.bound_pus > 0) EXPECT_EQ(m.bound_package, 0);
+  if (m.bound_package >= 0) EXPECT_LT(m.bound_package, m.packages);
+  // A synthetic machine describes no process: no binding, no package.
+  auto synthetic = topology::discover_machine({"", "pack:2 core:1 pu:1"});
+  ASSERT_TRUE(synthetic);
+  EXPECT_EQ(synthetic->bound_package, -1);
+}
+
+TEST(Topology, PretendSocketsFromTheEnvironment) {
+  EXPECT_FALSE(topology::pretend_socket_size_from_env());
+  setenv("VENEER_RANKS_PER_SOCKET", "4", 1);
+  EXPECT_EQ(topology::pretend_socket_size_from_env(), 4);
+  setenv("VENEER_RANKS_PER_SOCKET", "0", 1);
+  EXPECT_FALSE(topology::pretend_socket_size_from_env());
+  setenv("VENEER_RANKS_PER_SOCKET", "two", 1);
+  EXPECT_FALSE(topology::pretend_socket_size_from_env());
+  unsetenv("VENEER_RANKS_PER_SOCKET");
 }
 
 TEST(Topology, NodeSizeGrammar) {

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "topology/placement.h"
@@ -149,3 +150,99 @@ TEST(Placement, LargeGridGoesThroughMetis) {
 }
 
 }  // namespace
+
+// ---- sockets within nodes ----
+
+// Where rank r's vertex lands: group_of_rank[r] for the vertex it plays.
+std::vector<int> played_on(const veneer::topology::Placement& p, const std::vector<int>& group_of_rank) {
+  std::vector<int> group_of_vertex(group_of_rank.size());
+  for (size_t r = 0; r < group_of_rank.size(); ++r)
+    group_of_vertex[static_cast<size_t>(p.vertex_of_rank[r])] = group_of_rank[r];
+  return group_of_vertex;
+}
+
+bool is_permutation_of_ranks(const std::vector<int>& vertex_of_rank) {
+  std::vector<int> sorted = vertex_of_rank;
+  std::sort(sorted.begin(), sorted.end());
+  for (size_t i = 0; i < sorted.size(); ++i)
+    if (sorted[i] != static_cast<int>(i)) return false;
+  return true;
+}
+
+TEST(PlacementSockets, OneNodeTwoSocketsHoldTheHeavyPairs) {
+  // Heavy 0-2 and 1-3, light 0-1 and 2-3; ranks 0,1 on socket 0, ranks 2,3 on socket 1.
+  const CommGraph g = make_graph(4, std::vector<Edge>{{0, 2, 100}, {1, 3, 100}, {0, 1, 1}, {2, 3, 1}});
+  const std::vector<int> nodes{0, 0, 0, 0}, sockets{0, 0, 1, 1};
+  const auto p = veneer::topology::place(g, nodes, 1, sockets, 2);
+  ASSERT_TRUE(p.moves());
+  EXPECT_TRUE(p.gains());
+  EXPECT_TRUE(is_permutation_of_ranks(p.vertex_of_rank));
+  EXPECT_EQ(p.cut_before, 0);
+  EXPECT_EQ(p.cut_after, 0);
+  EXPECT_EQ(p.socket_cut_before, 200);
+  EXPECT_EQ(p.socket_cut_after, 2);
+  const std::vector<int> socket_of_vertex = played_on(p, sockets);
+  EXPECT_EQ(socket_of_vertex[0], socket_of_vertex[2]);
+  EXPECT_EQ(socket_of_vertex[1], socket_of_vertex[3]);
+  EXPECT_EQ(veneer::topology::cut_weight(g, socket_of_vertex), 2);
+  // Ranks 0 and 3 (or 1 and 2) keep their vertices: one of each heavy pair stays.
+  int kept = 0;
+  for (int r = 0; r < 4; ++r) kept += p.vertex_of_rank[static_cast<size_t>(r)] == r;
+  EXPECT_EQ(kept, 2);
+  EXPECT_NE(p.describe().find("sockets 200 -> 2"), std::string::npos) << p.describe();
+}
+
+TEST(PlacementSockets, NodesFirstThenSockets) {
+  // Four heavy pairs (0-1, 2-3, 4-5, 6-7), medium links 1-2 and 5-6, light 3-4 and 7-0.
+  const CommGraph g = make_graph(
+      8, std::vector<Edge>{
+             {0, 1, 100}, {2, 3, 100}, {4, 5, 100}, {6, 7, 100}, {1, 2, 10}, {5, 6, 10}, {3, 4, 1}, {7, 0, 1}});
+  // Round-robin over two nodes; on each node its first two ranks on one socket.
+  const std::vector<int> nodes{0, 1, 0, 1, 0, 1, 0, 1}, sockets{0, 1, 0, 1, 2, 3, 2, 3};
+  const auto p = veneer::topology::place(g, nodes, 2, sockets, 4);
+  ASSERT_TRUE(p.moves());
+  EXPECT_TRUE(is_permutation_of_ranks(p.vertex_of_rank));
+  EXPECT_EQ(p.cut_after, 2);  // {0..3} and {4..7}
+  EXPECT_EQ(veneer::topology::cut_weight(g, played_on(p, nodes)), 2);
+  EXPECT_EQ(p.socket_cut_after, 22);  // and the medium links inside each node
+  const std::vector<int> socket_of_vertex = played_on(p, sockets);
+  for (int v = 0; v < 8; v += 2)
+    EXPECT_EQ(socket_of_vertex[static_cast<size_t>(v)], socket_of_vertex[static_cast<size_t>(v) + 1]) << v;
+  EXPECT_EQ(veneer::topology::cut_weight(g, socket_of_vertex), 22);
+}
+
+TEST(PlacementSockets, WithinNodesOnlyWhenNodesMustStay) {
+  const CommGraph g = make_graph(4, std::vector<Edge>{{0, 2, 100}, {1, 3, 100}, {0, 1, 1}, {2, 3, 1}});
+  // Two nodes (ranks 0,1 and 2,3), one socket per rank: nothing to gain within a node.
+  const std::vector<int> nodes{0, 1, 0, 1}, sockets{0, 2, 1, 3};
+  const auto moved = veneer::topology::place(g, nodes, 2, sockets, 4);
+  EXPECT_FALSE(moved.moves());  // the heavy pairs already share a node
+  const std::vector<int> blocks{0, 0, 1, 1}, block_sockets{0, 1, 2, 3};
+  const auto across = veneer::topology::place(g, blocks, 2, block_sockets, 4);
+  EXPECT_TRUE(across.moves());
+  EXPECT_EQ(across.cut_after, 2);
+  const auto stay = veneer::topology::place(g, blocks, 2, block_sockets, 4, false);
+  EXPECT_FALSE(stay.moves());  // every vertex stays on its node; one rank per socket
+  EXPECT_FALSE(stay.gains());
+}
+
+TEST(PlacementSockets, WithoutSocketsAsBefore) {
+  const CommGraph g = make_graph(4, ring(4, 10));
+  const std::vector<int> nodes{0, 1, 0, 1};
+  const auto plain = veneer::topology::place(g, nodes, 2);
+  const auto same = veneer::topology::place(g, nodes, 2, nodes, 2);
+  EXPECT_EQ(plain.vertex_of_rank, same.vertex_of_rank);
+  EXPECT_EQ(same.socket_cut_before, -1);
+  EXPECT_EQ(plain.describe(), same.describe());
+}
+
+TEST(PlacementSockets, SocketsNumberedByLowestRank) {
+  int count = 0;
+  EXPECT_EQ(veneer::topology::number_sockets(std::vector<int>{0, 0, 1, 1, 0}, std::vector<int>{0, 1, 0, 0, 1}, count),
+            (std::vector<int>{0, 1, 2, 2, 1}));
+  EXPECT_EQ(count, 3);
+  // A rank of node 0 whose package is unknown: node 0 is one socket.
+  EXPECT_EQ(veneer::topology::number_sockets(std::vector<int>{0, 0, 1, 1, 0}, std::vector<int>{1, -1, 0, 1, 0}, count),
+            (std::vector<int>{0, 0, 1, 2, 0}));
+  EXPECT_EQ(count, 3);
+}

@@ -24,6 +24,8 @@
 
 #include "test/mpi/ranks.h"
 #include "topology/hierarchy.h"
+#include "topology/machine.h"
+#include "topology/placement.h"
 
 namespace veneer {
 std::string placement_report_text();
@@ -37,11 +39,17 @@ bool placement_on() {
 }
 
 // The node of every world rank: the pretend nodes of VENEER_RANKS_PER_NODE,
-// else the hosts (test/cluster), numbered by their lowest rank.
+// else the hosts (test/cluster), numbered by their lowest rank. On one node,
+// its sockets instead where it has several (VENEER_RANKS_PER_SOCKET=k, or
+// the packages the ranks are bound to, as Veneer reads them): placement then
+// has them as its only level, and the same checks hold. (The nodes of the
+// registered runs with several nodes hold at most two ranks, which no
+// placement over their sockets can improve.)
 std::vector<int> world_nodes() {
-  std::vector<int> nodes(static_cast<size_t>(size_of()), 0);
+  const int n = size_of();
+  std::vector<int> nodes(static_cast<size_t>(n), 0);
   if (auto sizes = veneer::topology::pretend_node_sizes_from_env()) {
-    for (int r = 0; r < size_of(); ++r) nodes[static_cast<size_t>(r)] = veneer::topology::node_of_index(r, *sizes);
+    for (int r = 0; r < n; ++r) nodes[static_cast<size_t>(r)] = veneer::topology::node_of_index(r, *sizes);
     return nodes;
   }
   int64_t mine = veneer::topology::host_key();
@@ -50,7 +58,15 @@ std::vector<int> world_nodes() {
   std::map<int64_t, int> node_of_key;
   for (size_t r = 0; r < keys.size(); ++r)
     nodes[r] = node_of_key.try_emplace(keys[r], static_cast<int>(node_of_key.size())).first->second;
-  return nodes;
+  if (node_of_key.size() > 1) return nodes;
+  const auto k = veneer::topology::pretend_socket_size_from_env();
+  const int package = k                                          ? rank_of() / *k
+                      : veneer::topology::machine().packages > 1 ? veneer::topology::machine().bound_package
+                                                                 : 0;
+  std::vector<int> packages(nodes.size());
+  MPI_Allgather(&package, 1, MPI_INT, packages.data(), 1, MPI_INT, MPI_COMM_WORLD);
+  int sockets = 0;
+  return veneer::topology::number_sockets(nodes, packages, sockets);
 }
 
 // Undirected weights between vertices, as the test's own model of each constructor.
