@@ -38,9 +38,10 @@ Remembered decide(const Call& c, MPI_Comm comm) {
   if (!h) return {};
   place(*s, *h);
   auto m = current_model();
-  // The choice for s, or for a variant of it (`pattern` names the variant in the log).
+  // The choice for s, or for a variant of it (`pattern` names the variant in
+  // the log; the report counts the call's own decision only).
   auto decide_for = [&](const Shape& shape, const char* pattern) {
-    const Choice choice = choose(shape, *rules, *m);
+    const Choice choice = *pattern ? choose_variant(shape, *rules, *m) : choose(shape, *rules, *m);
     if (config().log_level >= LogLevel::debug)
       log(LogLevel::debug, "%s%s: %s: %s", describe(shape).c_str(), pattern,
           std::string(choice.algorithm ? choice.algorithm->name : "library").c_str(), reason(choice, shape).c_str());

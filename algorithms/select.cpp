@@ -191,6 +191,10 @@ Choice choose_among(std::span<const Algorithm* const> candidates, const Shape& s
   return c;
 }
 
+Choice choose_variant(const Shape& s, const Tuning& t, const CostModel& m) {
+  return decide(algorithms_for(s.collective), s, t, m);
+}
+
 std::string reason(const Choice& c, const Shape& s) {
   std::string rule = "no rule";
   if (c.rule) {

@@ -52,6 +52,10 @@ Choice choose(const Shape& s, const Tuning& t, const CostModel& m);
 // The same over a given list of candidates for s.collective (choose() gives
 // the registry's, algorithms_for()): as many as there are.
 Choice choose_among(std::span<const Algorithm* const> candidates, const Shape& s, const Tuning& t, const CostModel& m);
+// The choice for a variant of a call's pattern (its root moved, or first
+// since a barrier), decided beside the call's own: the same as choose(), but
+// not counted in decision_counts(), which counts one decision per distinct call.
+Choice choose_variant(const Shape& s, const Tuning& t, const CostModel& m);
 
 // Why: e.g. "measured: two_level 1.2e-05 s beats the library's 1.6e-05 s beyond
 // their spreads (3%, 4%) under built-in rule (0-inf:auto)". `s` and the

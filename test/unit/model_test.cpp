@@ -664,8 +664,15 @@ TEST(Model, ChooseAllocatesNothingAndCountsDecisions) {
   EXPECT_NE(text.find("interpolated"), std::string::npos) << text;
   EXPECT_NE(text.find("not measured on this shape"), std::string::npos) << text;  // rabenseifner, lanes
   EXPECT_NE(text.find("chosen: two_level"), std::string::npos) << text;
+  // Nor does a variant of a call's pattern decided beside it: one call, one decision.
+  alg::Shape moved = one_node(4096), fresh = one_node(4096);
+  moved.moving_root = true;
+  fresh.after_barrier = true;
+  const alg::Choice mv = alg::choose_variant(moved, t, m), fr = alg::choose_variant(fresh, t, m);
+  EXPECT_EQ(name(mv), name(alg::choose_among(alg::algorithms_for(Collective::allreduce), moved, t, m)));
+  EXPECT_EQ(name(fr), name(alg::choose_among(alg::algorithms_for(Collective::allreduce), fresh, t, m)));
   EXPECT_EQ(alg::decision_counts_text(alg::decision_counts()),
-            "measured 1, interpolated 1, extrapolated 0, fitted 1, default 1, forced 1");
+            "measured 3, interpolated 1, extrapolated 0, fitted 1, default 1, forced 1");
 }
 
 }  // namespace
