@@ -46,6 +46,7 @@ std::string_view source_name(Source s) {
     case Source::measured: return "measured";
     case Source::interpolated: return "interpolated";
     case Source::extrapolated: return "extrapolated";
+    case Source::other_ranks: return "other ranks";
     case Source::fitted: return "fitted";
     case Source::defaults: return "default";
   }

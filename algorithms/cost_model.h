@@ -8,6 +8,9 @@
 //     node) at this size; between two measured sizes the time is
 //     interpolated linearly in log(size)-log(time), beyond the ladder
 //     extrapolated from its last two points (algorithms/measured.h).
+//     Other ranks: no points for this rank count, but the profile timed the
+//     collective on several rank counts of one node and one algorithm led
+//     the library on every one of them (select.cpp); taken on that agreement.
 //  2. fitted: no points for this shape; the algorithms' alpha-beta-gamma
 //     formulas with the profile's per-level fits (intra-node, inter-node).
 //  3. default: no profile; the same formulas with the constants below.
@@ -58,8 +61,10 @@ const CostModel& default_cost_model();
 
 // Where a predicted time comes from (see above). `extrapolated`: measured on
 // this shape, but outside the measured sizes.
-enum class Source : uint8_t { measured, interpolated, extrapolated, fitted, defaults };
-inline constexpr int source_count = 5;
+// `other_ranks`: not measured on this rank count, but on every rank count the
+// profile timed on one node, and the pick agrees over all of them (select.cpp).
+enum class Source : uint8_t { measured, interpolated, extrapolated, other_ranks, fitted, defaults };
+inline constexpr int source_count = 6;
 std::string_view source_name(Source s);  // "measured", ..., "default"
 
 struct Prediction {
@@ -71,7 +76,7 @@ struct Prediction {
   // size, or at either measured size it is interpolated between).
   bool behind = false;
   bool known() const { return seconds < std::numeric_limits<double>::infinity(); }
-  bool from_measurements() const { return source <= Source::extrapolated; }
+  bool from_measurements() const { return source <= Source::other_ranks; }
 };
 
 // The profile's series for s's communicator shape and collective, or nullptr.
@@ -108,6 +113,12 @@ inline constexpr double behind_tolerance = 0.05;
 // measured 0.11-0.17 us ahead of the library's 0.73-0.86 us between
 // barriers at calibration, and ran at 0.75-0.99x of it in two checks.
 inline constexpr double after_barrier_min_gain = 0.25e-6;
+// A rank count above every one the profile timed on one node is decided by
+// the agreement of those counts (Source::other_ranks) only where the lead at
+// the largest of them is at least this: MPICH's allreduce of 512 KiB-1 MiB,
+// `lanes` 1.11-1.38x ahead on 2-4 ranks and 1.20x on 4, ran 1.34x faster
+// than the library on 6 ranks and 0.86x on 8.
+inline constexpr double beyond_largest_min_lead = 1.25;
 inline constexpr double max_spread = 0.5;
 // The formulas' margin: the built-in library_margin (oversubscribed_margin
 // when ranks share cores); with fitted levels (1 - e) / (1 + e) for the fits'

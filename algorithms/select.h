@@ -46,6 +46,12 @@ struct Choice {
   int behind_left_out = 0;           // measured candidates left out as slower than the library in a condition
   bool best_behind = false;          // every candidate left out so; `best` is the fastest of them
   bool within_barrier_skew = false;  // after a barrier, ahead by less than after_barrier_min_gain
+  // Decided on the profile's other rank counts (Source::other_ranks): how
+  // many agreed, the nearest one (whose times predicted_seconds and
+  // library_seconds are), and the chosen one's smallest lead over them.
+  int rank_counts = 0;
+  int nearest_ranks = 0;
+  double lead = 0;
 };
 
 Choice choose(const Shape& s, const Tuning& t, const CostModel& m);

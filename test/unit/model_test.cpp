@@ -630,6 +630,81 @@ TEST(Model, NoProfileMeansDefaults) {
   EXPECT_EQ(name(c), "library");  // one node: the flat formulas tie, the library keeps the call
 }
 
+// Bcast timed on one node at the given rank counts: binomial `lead` times
+// faster than the library at each (the library's lead where below 1).
+topo::Profile bcast_ladder(std::initializer_list<std::pair<int, double>> counts) {
+  topo::Profile p = two_level_wins();
+  for (auto [ranks, lead] : counts)
+    for (int64_t bytes : {int64_t{1024}, int64_t{4096}, int64_t{16384}}) {
+      const double scale = static_cast<double>(bytes) / 1024;
+      p.collectives.push_back(point("bcast", bytes,
+                                    {{"library", 10e-6 * scale, 0.02}, {"binomial", 10e-6 * scale / lead, 0.02}}, ranks,
+                                    1, ranks));
+    }
+  return p;
+}
+
+alg::Shape bcast_on(int ranks, int64_t bytes = 4096) {
+  alg::Shape s = one_node(bytes, Collective::bcast);
+  s.ranks = s.min_ranks_per_node = s.max_ranks_per_node = ranks;
+  return s;
+}
+
+TEST(Model, ARankCountNotTimedTakesWhatLedOnEveryTimedCount) {
+  const alg::CostModel m = alg::cost_model_from_profile(bcast_ladder({{2, 1.6}, {3, 1.4}, {4, 2.0}}));
+  // Six ranks, not timed: binomial led on 2, 3 and 4.
+  const alg::Choice six = alg::choose(bcast_on(6), defaults(), m);
+  EXPECT_EQ(name(six), "binomial");
+  EXPECT_EQ(six.source, Source::other_ranks);
+  EXPECT_EQ(six.rank_counts, 3);
+  EXPECT_EQ(six.nearest_ranks, 4);
+  EXPECT_NEAR(six.lead, 1.4, 1e-9);
+  EXPECT_NEAR(six.predicted_seconds, 20e-6, 1e-12);  // 4 ranks' time at 4 KiB
+  EXPECT_NEAR(six.library_seconds, 40e-6, 1e-12);
+  const std::string why = alg::reason(six, bcast_on(6));
+  EXPECT_NE(why.find("led the library beyond their spreads on all 3 rank counts"), std::string::npos) << why;
+  // Between measured sizes too, and with the root moving or after a barrier
+  // (no pattern times here: the back-to-back ones stand for them).
+  EXPECT_EQ(name(alg::choose(bcast_on(8, 2048), defaults(), m)), "binomial");
+  alg::Shape moved = bcast_on(5);
+  moved.moving_root = true;
+  EXPECT_EQ(name(alg::choose(moved, defaults(), m)), "binomial");
+  // A timed count keeps its own points.
+  EXPECT_EQ(alg::choose(bcast_on(4), defaults(), m).source, Source::measured);
+  // Above the largest count timed, the lead there must be 1.25x at least.
+  const alg::CostModel small_lead = alg::cost_model_from_profile(bcast_ladder({{2, 1.6}, {3, 1.4}, {4, 1.2}}));
+  EXPECT_EQ(name(alg::choose(bcast_on(6), defaults(), small_lead)), "library");
+  const alg::CostModel below = alg::cost_model_from_profile(bcast_ladder({{2, 1.6}, {4, 1.2}, {8, 1.3}}));
+  EXPECT_EQ(name(alg::choose(bcast_on(6), defaults(), below)), "binomial");  // between timed counts
+  // Beyond twice the largest count timed: the formulas decide (and keep the library).
+  const alg::Choice nine = alg::choose(bcast_on(9), defaults(), m);
+  EXPECT_NE(nine.source, Source::other_ranks);
+  EXPECT_EQ(nine.rank_counts, 0);
+  // Outside the measured sizes: not taken on the agreement.
+  EXPECT_NE(alg::choose(bcast_on(6, 1 << 20), defaults(), m).source, Source::other_ranks);
+  // A rule that names the algorithms without the library is not second-guessed.
+  EXPECT_NE(alg::choose(bcast_on(6), rules(Collective::bcast, "0-inf:binomial|scatter_allgather"), m).source,
+            Source::other_ranks);
+}
+
+TEST(Model, ARankCountNotTimedKeepsTheLibraryWithoutAgreement) {
+  // The library led on 3 ranks: no agreement.
+  const alg::CostModel split = alg::cost_model_from_profile(bcast_ladder({{2, 1.6}, {3, 0.8}, {4, 2.0}}));
+  EXPECT_EQ(name(alg::choose(bcast_on(6), defaults(), split)), "library");
+  // Ahead within the spreads on one count: no agreement.
+  const alg::CostModel close = alg::cost_model_from_profile(bcast_ladder({{2, 1.6}, {3, 1.05}, {4, 2.0}}));
+  EXPECT_EQ(name(alg::choose(bcast_on(6), defaults(), close)), "library");
+  // One count timed: nothing to agree.
+  const alg::CostModel one = alg::cost_model_from_profile(bcast_ladder({{4, 2.0}}));
+  EXPECT_EQ(name(alg::choose(bcast_on(6), defaults(), one)), "library");
+  // Several nodes: not this rule's.
+  const alg::CostModel m = alg::cost_model_from_profile(bcast_ladder({{2, 1.6}, {3, 1.4}, {4, 2.0}}));
+  alg::Shape nodes = bcast_on(6);
+  nodes.nodes = 2;
+  nodes.min_ranks_per_node = nodes.max_ranks_per_node = 3;
+  EXPECT_NE(alg::choose(nodes, defaults(), m).source, Source::other_ranks);
+}
+
 TEST(Model, ChooseAllocatesNothingAndCountsDecisions) {
   const alg::CostModel m = alg::cost_model_from_profile(two_level_wins());
   const alg::Tuning t = defaults(), forced = rules(Collective::allreduce, "0-inf:ring");
@@ -672,7 +747,7 @@ TEST(Model, ChooseAllocatesNothingAndCountsDecisions) {
   EXPECT_EQ(name(mv), name(alg::choose_among(alg::algorithms_for(Collective::allreduce), moved, t, m)));
   EXPECT_EQ(name(fr), name(alg::choose_among(alg::algorithms_for(Collective::allreduce), fresh, t, m)));
   EXPECT_EQ(alg::decision_counts_text(alg::decision_counts()),
-            "measured 3, interpolated 1, extrapolated 0, fitted 1, default 1, forced 1");
+            "measured 3, interpolated 1, extrapolated 0, other ranks 0, fitted 1, default 1, forced 1");
 }
 
 }  // namespace
