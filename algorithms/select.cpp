@@ -90,8 +90,8 @@ const Algorithm* named(std::span<const Algorithm* const> candidates, std::string
 // the one whose smallest lead is largest. Above the largest count timed, the
 // lead there must also be beyond_largest_min_lead. The ladder of a 4-rank
 // calibration is 2, 3 and 4 ranks; MPICH's broadcast with a moving root led
-// by binomial 1.14-2.26x on all three then ran 1.24-2.77x faster than the
-// library on 6 ranks and 1.00-3.72x on 8.
+// by binomial 1.14-2.26x on all three then ran 1.36-2.60x faster than the
+// library on 6 ranks and 1.46-3.28x on 8 (16 B-64 KiB).
 struct OverRankCounts {
   const Algorithm* algorithm = nullptr;
   Prediction mine, library;  // on the nearest rank count
