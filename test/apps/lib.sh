@@ -90,7 +90,7 @@ expect_loaded() {
 
 # expect_report DIR NP: the end-of-run report exists (Veneer was loaded and reached MPI_Finalize).
 expect_report() {
-  grep -q "^veneer report (summed over ranks, $2 ranks" "$1/report" 2>/dev/null ||
+  grep -Eq "^veneer report \(summed over ranks, $2 ranks?," "$1/report" 2>/dev/null ||
     { show "$1"; fail "no Veneer report in $1: was it preloaded?"; }
 }
 
