@@ -24,7 +24,7 @@ command -v "$mpicc" >/dev/null 2>&1 || { echo "SKIP: no $mpicc"; exit 77; }
 # Open MPI's treematch component can hang in these constructors without Veneer (README, known issues).
 export OMPI_MCA_topo=^treematch
 
-cache=${VENEER_APPS_CACHE:-$HOME/.cache/veneer/apps}
+cache=${VENEER_APPS_CACHE:-${HOME:-/tmp}/.cache/veneer/apps}
 topo=$(ls -d "$cache"/mpich-*/test/mpi/topo 2>/dev/null | head -1)
 if [ -z "$topo" ]; then
   # A private apt state (the system's sources and lists untouched): the
