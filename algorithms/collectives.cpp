@@ -14,6 +14,7 @@
 #include "algorithms/report.h"
 #include "algorithms/select.h"
 #include "algorithms/state.h"
+#include "algorithms/trial.h"
 #include "support/config.h"
 #include "support/log.h"
 #include "topology/hierarchy.h"
@@ -40,19 +41,24 @@ Remembered decide(const Call& c, MPI_Comm comm) {
   auto m = current_model();
   // The choice for s, or for a variant of it (`pattern` names the variant in
   // the log; the report counts the call's own decision only).
-  auto decide_for = [&](const Shape& shape, const char* pattern) {
+  // The choice, and whether the model made it (then a trial confirms it).
+  const bool triable_call = triable(c);
+  auto decide_for = [&](const Shape& shape, const char* pattern, bool* tried) {
     const Choice choice = *pattern ? choose_variant(shape, *rules, *m) : choose(shape, *rules, *m);
     if (config().log_level >= LogLevel::debug)
       log(LogLevel::debug, "%s%s: %s: %s", describe(shape).c_str(), pattern,
           std::string(choice.algorithm ? choice.algorithm->name : "library").c_str(), reason(choice, shape).c_str());
+    *tried = triable_call && choice.algorithm && choice.decision == Decision::model;
     return choice.algorithm;
   };
-  Remembered out{.algorithm = decide_for(*s, ""), .collective = c.collective};
+  bool tried = false;
+  Remembered out{.algorithm = decide_for(*s, "", &tried), .collective = c.collective};
+  if (tried) out.on_trial |= 1;
   // The alternative for a variant of the call's pattern: 1 + its index, 0
   // the library; nullopt where it is the same choice.
   auto alternative = [&](Shape variant, bool Shape::*pattern, const char* name) -> std::optional<uint8_t> {
     variant.*pattern = true;
-    const Algorithm* a = decide_for(variant, name);
+    const Algorithm* a = decide_for(variant, name, &tried);
     if (a == out.algorithm) return std::nullopt;
     return static_cast<uint8_t>(candidate_index(a));
   };
@@ -60,10 +66,12 @@ Remembered decide(const Call& c, MPI_Comm comm) {
     if (auto k = alternative(*s, &Shape::moving_root, ", root moved")) {
       out.varies |= Remembered::moved_root;
       out.moving = *k;
+      if (tried) out.on_trial |= 2;
     }
   if (auto k = alternative(*s, &Shape::after_barrier, ", first since a barrier")) {
     out.varies |= Remembered::first_since_barrier;
     out.after_barrier = *k;
+    if (tried) out.on_trial |= 4;
     g_barriers_matter.store(true, std::memory_order_relaxed);
   }
   if (out.algorithm || out.varies) out.hierarchy = h;
@@ -83,7 +91,26 @@ std::optional<int> take(const Call& c, MPI_Comm comm) {
     if (rememberable(c) && watch_communicator(comm)) remember_decision(key, fresh);
     known = &fresh;
   }
+  const uint8_t condition = known->condition(c.root);
   const Algorithm* a = known->for_root(c.root);
+  if (a && (known->on_trial >> condition & 1u)) {
+    // The model's choice, not yet confirmed on this pattern's own calls.
+    const Hierarchy& h = *known->hierarchy;
+    std::optional<int> ran;
+    const Verdict v = trial_run(*a, c, h, condition, &ran);
+    if (v != Verdict::trying && rememberable(c) && watch_communicator(comm)) {
+      Remembered settled = *known;  // (known may be the slot remember_decision refills)
+      settled.settle(condition, v == Verdict::keep);
+      remember_decision(key, settled);
+    }
+    if (ran) return ran;
+    if (v == Verdict::drop) {
+      count_call(c.collective, nullptr);
+      return std::nullopt;
+    }
+    count_call(c.collective, a);
+    return execute(*a, c, h);
+  }
   count_call(c.collective, a);
   if (!a) return std::nullopt;
   return execute(*a, c, *known->hierarchy);

@@ -54,6 +54,10 @@ struct Remembered {
   uint8_t varies = 0;
   uint8_t moving = 0;
   uint8_t after_barrier = 0;
+  // A bit per pattern (1 << condition(): the call's own, root moved, first
+  // since a barrier) whose choice the model made and a trial has not yet
+  // confirmed (algorithms/trial.h).
+  uint8_t on_trial = 0;
   Collective collective = Collective::allreduce;
 
   // Whether a call with `root` goes to the library, noting nothing. Where
@@ -64,6 +68,22 @@ struct Remembered {
     if (root_moved(root)) return moving == 0;
     if (barrier_came()) return after_barrier == 0;
     return !algorithm;
+  }
+  // Which pattern a call with `root` is in: 0 its own, 1 the root moved, 2
+  // the first since a barrier (noting nothing).
+  uint8_t condition(int root) const {
+    if (!varies) return 0;
+    if (root_moved(root)) return 1;
+    return barrier_came() ? 2 : 0;
+  }
+  // The trial of pattern `condition` is over: its choice stays (`keep`) or
+  // the library serves that pattern.
+  void settle(uint8_t condition, bool keep) {
+    on_trial = static_cast<uint8_t>(on_trial & ~(1u << condition));
+    if (keep) return;
+    if (condition == 0) algorithm = nullptr;
+    else if (condition == 1) moving = 0;
+    else after_barrier = 0;
   }
   // The choice for a call with `root`, noting the root and the barriers for the next call.
   const Algorithm* for_root(int root) const {

@@ -8,6 +8,7 @@
 
 #include "algorithms/measured.h"
 #include "algorithms/select.h"
+#include "algorithms/trial.h"
 #include "datatypes/cache.h"
 #include "interposer/footprint.h"
 #include "interposer/requests.h"
@@ -111,6 +112,10 @@ void print_report() {
     // Every rank decides alike, so rank 0's decisions speak for all.
     std::fprintf(out, "  %-28s %s\n", cfg.report == 2 ? "decisions by source" : "decisions by source, rank 0",
                  sources.c_str());
+    // The model's collective choices tried on the job's own calls (algorithms/trial.h).
+    const std::string trials = algorithms::trial_counts_text();
+    if (!trials.empty())
+      std::fprintf(out, "  %-28s %s\n", cfg.report == 2 ? "trials ended" : "trials ended, rank 0", trials.c_str());
     // Communicators Veneer made for its own algorithms (none while the library serves every collective).
     std::fprintf(out, "  %-28s %14lld\n", cfg.report == 2 ? "communicators made" : "communicators made, rank 0",
                  static_cast<long long>(topology::communicators_created()));

@@ -73,6 +73,9 @@ struct Hierarchy {
   // The same order argument holds.
   mutable std::atomic<uint64_t> barriers{0};
   mutable std::atomic<uint64_t> barriers_seen[8] = {};
+  // The collectives' trials of their choices on `parent` (algorithms/trial.h),
+  // made on first use; freed with the hierarchy, so with the communicator.
+  mutable std::shared_ptr<void> trials;
 
   Hierarchy() = default;
   Hierarchy(const Hierarchy&) = delete;

@@ -21,6 +21,7 @@
 
 #include "algorithms/collectives.h"
 #include "algorithms/measured.h"
+#include "algorithms/trial.h"
 #include "support/config.h"
 #include "support/counters.h"
 #include "test/collectives/harness.h"
@@ -33,6 +34,10 @@ namespace {
 // The per-algorithm counts are kept only while a report is wanted; Veneer
 // reads the environment again at MPI_Init, which runs after this.
 const bool g_report_on = [] { return setenv("VENEER_REPORT", "1", 1) == 0; }();
+// These tests check where the model routes each call; trials of its choices
+// on the job's own calls (algorithms/trial.h) are off except where a test
+// turns them on.
+const bool g_untried = [] { return setenv("VENEER_TRIAL", "0", 1) == 0; }();
 
 namespace alg = veneer::algorithms;
 namespace topo = veneer::topology;
@@ -588,6 +593,120 @@ TEST_F(ProfileLoading, RankTheLibraryWillNotTellKeepsTheDefaults) {
   expect_thresholds_everywhere(built_in, built_in_alltoall, ThresholdOrigin::built_in);
   EXPECT_EQ(config().pack_max_block_origin, ThresholdOrigin::built_in);
   expect_allreduce_works();
+}
+
+// Trials (algorithms/trial.h): the model's choice (two_level, measured
+// twice as fast as the library) runs on the first call, the library on the
+// second, then the two alternate for VENEER_TRIAL calls each; after that one
+// side serves every call, the same on every rank (which side is this
+// machine's timing: not asserted). A rule's choice is not tried. Every
+// result is the library's.
+TEST_F(ProfileLoading, TheModelsChoiceIsTriedOnTheJobsOwnCalls) {
+  if (world_size() < 2) GTEST_SKIP() << "one rank passes through";
+  setenv("VENEER_TRIAL", "3", 1);
+  reload_config();
+  alg::collectives_init();
+  ASSERT_EQ(load(file("good.json", topo::profile_text(profile_where("two_level")))).info.status, ProfileStatus::loaded);
+  MPI_Comm comm = MPI_COMM_NULL;  // its own trials
+  ASSERT_EQ(PMPI_Comm_dup(MPI_COMM_WORLD, &comm), MPI_SUCCESS);
+  auto calls = [](const char* algorithm) {
+    for (const auto& e : alg::collectives_counts())
+      if (e.collective == alg::Collective::allreduce && e.algorithm == algorithm) return e.calls;
+    return uint64_t{0};
+  };
+  auto allreduce = [&](int round) {
+    std::vector<double> in(700), out(700), ref(700);
+    for (size_t i = 0; i < in.size(); ++i)
+      in[i] = static_cast<double>((i + static_cast<size_t>(round)) % 13 + world_rank());
+    ASSERT_EQ(MPI_Allreduce(in.data(), out.data(), 700, MPI_DOUBLE, MPI_SUM, comm), MPI_SUCCESS);
+    PMPI_Allreduce(in.data(), ref.data(), 700, MPI_DOUBLE, MPI_SUM, comm);
+    ASSERT_EQ(out, ref) << "round " << round;
+  };
+  alg::reset_collectives_counts();
+  alg::reset_trial_counts();
+  for (int round = 0; round < 8; ++round) allreduce(round);  // 1 + 1 untimed, then 3 of each
+  EXPECT_EQ(calls("two_level"), 4u);
+  EXPECT_EQ(calls("library"), 4u);
+  const alg::TrialCounts ended = alg::trial_counts();
+  EXPECT_EQ(ended.kept + ended.dropped, 1u);
+  for (int round = 8; round < 14; ++round) allreduce(round);
+  const uint64_t after = calls("two_level");
+  EXPECT_TRUE(after == 4u || after == 10u) << after;
+  EXPECT_EQ(after == 10u, ended.kept == 1u);
+  uint64_t lowest = 0, highest = 0;
+  PMPI_Allreduce(&after, &lowest, 1, MPI_UINT64_T, MPI_MIN, comm);
+  PMPI_Allreduce(&after, &highest, 1, MPI_UINT64_T, MPI_MAX, comm);
+  EXPECT_EQ(lowest, highest) << "every rank runs the same side";
+  EXPECT_EQ(alg::trial_counts().kept + alg::trial_counts().dropped, 1u);
+
+  // A rule's choice runs from the first call.
+  setenv("VENEER_ALLREDUCE", "0-inf:ring", 1);
+  alg::collectives_init();
+  alg::reset_collectives_counts();
+  for (int round = 0; round < 5; ++round) allreduce(round);
+  EXPECT_EQ(calls("ring"), 5u);
+  unsetenv("VENEER_ALLREDUCE");
+  alg::collectives_init();
+
+  // Off: the model's choice from the first call.
+  setenv("VENEER_TRIAL", "0", 1);
+  reload_config();
+  alg::collectives_init();
+  ASSERT_EQ(load(file("good.json", topo::profile_text(profile_where("two_level")))).info.status, ProfileStatus::loaded);
+  alg::reset_collectives_counts();
+  for (int round = 0; round < 5; ++round) allreduce(round);
+  EXPECT_EQ(calls("two_level"), 5u);
+  PMPI_Comm_free(&comm);
+}
+
+// A broadcast whose root moves on every call: binomial (the model's choice
+// for a moved root) is tried on those calls alone, keyed without the root,
+// and every rank receives the root's data throughout.
+TEST_F(ProfileLoading, AMovedRootsChoiceIsTriedAcrossRoots) {
+  const int p = world_size(), me = world_rank();
+  if (p < 2) GTEST_SKIP() << "one rank passes through";
+  setenv("VENEER_TRIAL", "2", 1);
+  reload_config();
+  alg::collectives_init();
+  topo::Profile prof = profile_where("library");
+  for (int64_t bytes : {int64_t{64}, int64_t{4096}}) {
+    topo::CollectivePoint pt = point_here("bcast", bytes, {});
+    pt.times.emplace_back("library", topo::Timing{1e-6, 0.02, 0, 1.2e-6, 8e-6});
+    pt.times.emplace_back("binomial", topo::Timing{1.5e-6, 0.02, 0, 1.6e-6, 3e-6});
+    prof.collectives.push_back(pt);
+  }
+  ASSERT_EQ(load(file("roots.json", topo::profile_text(prof))).info.status, ProfileStatus::loaded);
+  MPI_Comm comm = MPI_COMM_NULL;
+  ASSERT_EQ(PMPI_Comm_dup(MPI_COMM_WORLD, &comm), MPI_SUCCESS);
+  auto count = [](const char* algorithm) {
+    for (const auto& e : alg::collectives_counts())
+      if (e.collective == alg::Collective::bcast && e.algorithm == algorithm) return e.calls;
+    return uint64_t{0};
+  };
+  std::vector<int> buf(128);
+  int round = 0;
+  auto bcast_from = [&](int root) {
+    ++round;
+    for (size_t i = 0; i < buf.size(); ++i) buf[i] = me == root ? static_cast<int>(i) * 5 + round : -1;
+    ASSERT_EQ(MPI_Bcast(buf.data(), static_cast<int>(buf.size()), MPI_INT, root, comm), MPI_SUCCESS);
+    for (size_t i = 0; i < buf.size(); ++i) ASSERT_EQ(buf[i], static_cast<int>(i) * 5 + round) << "round " << round;
+  };
+  bcast_from(0);  // the root is now 0: the library, untried
+  alg::reset_collectives_counts();
+  alg::reset_trial_counts();
+  for (int k = 1; k <= 6; ++k) bcast_from(k % p);  // 1 + 1 untimed, then 2 of each
+  EXPECT_EQ(count("binomial"), 3u);
+  EXPECT_EQ(count("library"), 3u);
+  EXPECT_EQ(alg::trial_counts().kept + alg::trial_counts().dropped, 1u);
+  for (int k = 0; k < 3; ++k) bcast_from(6 % p);  // the root stays: the library, as before
+  for (int k = 7; k <= 10; ++k) bcast_from(k % p);
+  const uint64_t binomial = count("binomial");
+  EXPECT_TRUE(binomial == 3u || binomial == 7u) << binomial;
+  EXPECT_EQ(binomial == 7u, alg::trial_counts().kept == 1u);
+  PMPI_Comm_free(&comm);
+  setenv("VENEER_TRIAL", "0", 1);
+  reload_config();
+  alg::collectives_init();
 }
 
 }  // namespace

@@ -1,0 +1,205 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Trials of the model's collective choices on the application's own calls
+// (trial.h).
+#include "algorithms/trial.h"
+
+#include <mpi.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "algorithms/admission.h"
+#include "algorithms/execution.h"
+#include "algorithms/report.h"
+#include "datatypes/decode.h"
+#include "support/config.h"
+#include "support/log.h"
+
+namespace veneer::algorithms {
+namespace {
+
+struct TrialKey {
+  Collective collective = Collective::allreduce;
+  MPI_Datatype type = MPI_DATATYPE_NULL;
+  MPI_Datatype stype = MPI_DATATYPE_NULL;
+  MPI_Op op = MPI_OP_NULL;
+  int count = 0;
+  int scount = 0;
+  uint8_t condition = 0;
+  const Algorithm* algorithm = nullptr;
+  bool operator==(const TrialKey&) const = default;
+};
+
+struct Trial {
+  TrialKey key;
+  int calls = 0;  // calls of this key so far, on every rank alike
+  Verdict verdict = Verdict::trying;
+  std::vector<double> mine, library;  // seconds per timed call
+};
+
+// A communicator's trials. Collective calls on one communicator come in one
+// order on every rank (MPI leaves it to the application to order them across
+// threads), so the lock only guards the list against another thread's
+// lookup; no MPI call is made while it is held.
+struct TrialBook {
+  std::mutex lock;
+  std::vector<Trial> trials;
+};
+// More distinct shapes than this on one communicator are not tried (every
+// rank meets the same shapes in the same order, so all stop at the same one).
+constexpr size_t kMaxTrials = 512;
+
+std::mutex g_books_lock;  // making a hierarchy's book
+std::atomic<uint64_t> g_kept{0}, g_dropped{0};
+
+TrialBook& book_of(const Hierarchy& h) {
+  std::lock_guard<std::mutex> guard(g_books_lock);
+  if (!h.trials) h.trials = std::make_shared<TrialBook>();
+  return *static_cast<TrialBook*>(h.trials.get());
+}
+
+bool named(MPI_Datatype t) {
+  if (t == MPI_DATATYPE_NULL) return true;
+  auto combiner = datatypes::combiner_of(t);
+  return combiner && *combiner == MPI_COMBINER_NAMED;
+}
+
+TrialKey key_of(const Call& c, uint8_t condition, const Algorithm& a) {
+  TrialKey k{.collective = c.collective,
+             .type = c.type,
+             .op = c.op,
+             .count = c.count,
+             .condition = condition,
+             .algorithm = &a};
+  // The send side of an in-place allgather or alltoall is not read (and may
+  // differ between ranks); a reduce's MPI_IN_PLACE is its root's alone.
+  if (c.sbuf != MPI_IN_PLACE) {
+    k.stype = c.stype;
+    k.scount = c.scount;
+  }
+  return k;
+}
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  const size_t mid = v.size() / 2;
+  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(mid), v.end());
+  double m = v[mid];
+  if (v.size() % 2 == 0) m = (m + *std::max_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(mid))) / 2;
+  return m;
+}
+
+const char* condition_name(uint8_t condition) {
+  return condition == 1 ? ", root moved" : condition == 2 ? ", first since a barrier" : "";
+}
+
+// Runs the call by `a` (or the library), timed; counted as the report counts calls.
+int timed(const Algorithm* a, const Call& c, const Hierarchy& h, double* seconds) {
+  const auto start = std::chrono::steady_clock::now();
+  const int rc = a ? execute(*a, c, h) : run_library(c, h.parent);
+  *seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  count_call(c.collective, a);
+  return rc;
+}
+
+// The end of a trial: every rank's medians summed, one allreduce on the
+// communicator (inside this collective call, on every rank alike).
+Verdict settle(const Trial& t, const Call& c, const Hierarchy& h) {
+  double sums[2] = {median(t.mine), median(t.library)};
+  if (PMPI_Allreduce(MPI_IN_PLACE, sums, 2, MPI_DOUBLE, MPI_SUM, h.parent) != MPI_SUCCESS) {
+    // The library failed the allreduce, on every rank or on none: no
+    // measurement to go by, so the library serves the shape.
+    return Verdict::drop;
+  }
+  const Verdict v = sums[0] < sums[1] ? Verdict::keep : Verdict::drop;
+  (v == Verdict::keep ? g_kept : g_dropped).fetch_add(1, std::memory_order_relaxed);
+  if (h.rank == 0 && config().log_level >= LogLevel::info) {
+    int size = 0;
+    if (c.type != MPI_DATATYPE_NULL) PMPI_Type_size(c.type, &size);
+    log(LogLevel::info,
+        "trial: %s of %lld bytes on %d ranks%s: %s %.2f us, library %.2f us (mean over ranks of %zu calls' median): %s",
+        std::string(collective_name(c.collective)).c_str(), static_cast<long long>(size) * c.count, h.size,
+        condition_name(t.key.condition), std::string(t.key.algorithm->name).c_str(), sums[0] / h.size * 1e6,
+        sums[1] / h.size * 1e6, t.mine.size(), v == Verdict::keep ? "kept" : "returned to the library");
+  }
+  return v;
+}
+
+}  // namespace
+
+bool triable(const Call& c) {
+  if (config().trial_calls <= 0 || !rememberable(c)) return false;
+  return named(c.type) && (c.sbuf == MPI_IN_PLACE || named(c.stype));
+}
+
+Verdict trial_run(const Algorithm& a, const Call& c, const Hierarchy& h, uint8_t condition, std::optional<int>* ran) {
+  const int per_side = config().trial_calls;
+  const TrialKey key = key_of(c, condition, a);
+  TrialBook& book = book_of(h);
+  int call = 0;
+  {
+    std::lock_guard<std::mutex> guard(book.lock);
+    auto it = std::find_if(book.trials.begin(), book.trials.end(), [&](const Trial& t) { return t.key == key; });
+    if (it == book.trials.end()) {
+      if (book.trials.size() >= kMaxTrials) return Verdict::keep;  // untried: the model's choice
+      book.trials.push_back(Trial{.key = key});
+      it = book.trials.end() - 1;
+    }
+    if (it->verdict != Verdict::trying) return it->verdict;
+    call = it->calls++;
+  }
+  // Call 0 runs the algorithm and call 1 the library, untimed (first calls
+  // make communicators and buffers); then pairs, alternating which side goes
+  // first, so that a trend across calls weighs on both alike.
+  bool algorithm_side = call == 0;
+  if (call >= 2) {
+    const int timed_call = call - 2;
+    const bool algorithm_first = (timed_call / 2) % 2 == 0;
+    algorithm_side = (timed_call % 2 == 0) == algorithm_first;
+  }
+  double seconds = 0;
+  *ran = timed(algorithm_side ? &a : nullptr, c, h, &seconds);
+  if (call < 2) return Verdict::trying;
+
+  Trial done;
+  {
+    std::lock_guard<std::mutex> guard(book.lock);
+    auto it = std::find_if(book.trials.begin(), book.trials.end(), [&](const Trial& t) { return t.key == key; });
+    if (it == book.trials.end()) return Verdict::trying;
+    (algorithm_side ? it->mine : it->library).push_back(seconds);
+    if (call - 2 + 1 < 2 * per_side) return Verdict::trying;
+    done = *it;
+  }
+  const Verdict v = settle(done, c, h);
+  std::lock_guard<std::mutex> guard(book.lock);
+  auto it = std::find_if(book.trials.begin(), book.trials.end(), [&](const Trial& t) { return t.key == key; });
+  if (it != book.trials.end()) {
+    it->verdict = v;
+    it->mine.clear();
+    it->mine.shrink_to_fit();
+    it->library.clear();
+    it->library.shrink_to_fit();
+  }
+  return v;
+}
+
+TrialCounts trial_counts() {
+  return {g_kept.load(std::memory_order_relaxed), g_dropped.load(std::memory_order_relaxed)};
+}
+
+void reset_trial_counts() {
+  g_kept.store(0, std::memory_order_relaxed);
+  g_dropped.store(0, std::memory_order_relaxed);
+}
+
+std::string trial_counts_text() {
+  const TrialCounts t = trial_counts();
+  if (t.kept + t.dropped == 0) return {};
+  return std::to_string(t.kept) + " kept, " + std::to_string(t.dropped) + " returned to the library";
+}
+
+}  // namespace veneer::algorithms

@@ -1,0 +1,57 @@
+// SPDX-License-Identifier: BSD-3-Clause
+#pragma once
+// Trials: a choice the model made for a collective (one of Veneer's
+// algorithms where the library was allowed) is confirmed on the
+// application's own calls before it is kept. The first calls of each
+// distinct shape on a communicator alternate between the algorithm and the
+// library, each timed on every rank; after VENEER_TRIAL calls of each side
+// (and one untimed call of each first), the ranks add up their medians in one
+// allreduce on the communicator and keep the algorithm only where its sum is
+// the smaller. Otherwise the library serves that shape from then on.
+//
+// This is what makes a choice hold on patterns the calibration did not time
+// (compute between calls, other rank counts, a rotating root, sizes between
+// the measured ones): the profile predicts, the call pattern decides.
+//
+// Every rank must run the same algorithm for every call, so a trial is keyed
+// only by what MPI requires to be the same on every rank of the
+// communicator (the collective, predefined types and counts, the op, the
+// pattern condition and the algorithm chosen; not the root, and not
+// MPI_IN_PLACE, which only a reduce's root may give), and the calls of one
+// key come in the same order on every rank. Calls with derived types, and
+// choices a rule forced, are not tried.
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "algorithms/algorithm.h"
+#include "algorithms/collectives.h"
+#include "topology/hierarchy.h"
+
+namespace veneer::algorithms {
+
+enum class Verdict : uint8_t { trying, keep, drop };
+
+// Whether calls like `c` may be tried (VENEER_TRIAL is not 0, and the key
+// above can be formed from its arguments).
+bool triable(const Call& c);
+
+// The trial of `a` for calls like `c` in pattern `condition` (0: the
+// call's own, 1: its root moved, 2: first since a barrier) on h. While the
+// trial runs, this call is run here, by `a` or by the library, and *ran
+// holds its return code; the verdict after it. Once the trial is over the
+// call is not run (*ran stays empty) and the verdict says by whom it should be.
+Verdict trial_run(const Algorithm& a, const Call& c, const Hierarchy& h, uint8_t condition, std::optional<int>* ran);
+
+// Trials ended in this process: kept (the algorithm was faster on the
+// application's calls) and dropped (the library was).
+struct TrialCounts {
+  uint64_t kept = 0;
+  uint64_t dropped = 0;
+};
+TrialCounts trial_counts();
+void reset_trial_counts();
+// "2 kept, 1 returned to the library", or empty where no trial ended.
+std::string trial_counts_text();
+
+}  // namespace veneer::algorithms
