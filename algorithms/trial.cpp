@@ -38,8 +38,18 @@ struct Trial {
   TrialKey key;
   int calls = 0;  // calls of this key so far, on every rank alike
   Verdict verdict = Verdict::trying;
-  std::vector<double> mine, library;  // seconds per timed call
+  double block = 0;                   // seconds of the current block so far
+  std::vector<double> mine, library;  // seconds per finished block
 };
+
+// Calls run in blocks of this many on one side; the first call of a block
+// is not timed. A call's own time on a rank includes waiting for ranks the
+// previous call left behind (a broadcast's root returns at once; the next
+// call waits for it to catch up), so timed one call at a time, each side
+// would be charged the other's lag. Within a block the lag a call leaves
+// falls on a call of the same side, and the block's first call absorbs the
+// lag of the block before.
+constexpr int kBlock = 4;
 
 // A communicator's trials. Collective calls on one communicator come in one
 // order on every rank (MPI leaves it to the application to order them across
@@ -106,25 +116,28 @@ int timed(const Algorithm* a, const Call& c, const Hierarchy& h, double* seconds
   return rc;
 }
 
-// The end of a trial: every rank's medians summed, one allreduce on the
-// communicator (inside this collective call, on every rank alike).
+// The end of a trial: each side's median block on every rank, the slowest
+// rank's (one allreduce on the communicator, inside this collective call, on
+// every rank alike); the algorithm stays where its time is the smaller.
 Verdict settle(const Trial& t, const Call& c, const Hierarchy& h) {
-  double sums[2] = {median(t.mine), median(t.library)};
-  if (PMPI_Allreduce(MPI_IN_PLACE, sums, 2, MPI_DOUBLE, MPI_SUM, h.parent) != MPI_SUCCESS) {
+  double slowest[2] = {median(t.mine), median(t.library)};
+  if (PMPI_Allreduce(MPI_IN_PLACE, slowest, 2, MPI_DOUBLE, MPI_MAX, h.parent) != MPI_SUCCESS) {
     // The library failed the allreduce, on every rank or on none: no
     // measurement to go by, so the library serves the shape.
     return Verdict::drop;
   }
-  const Verdict v = sums[0] < sums[1] ? Verdict::keep : Verdict::drop;
+  const Verdict v = slowest[0] < slowest[1] ? Verdict::keep : Verdict::drop;
   (v == Verdict::keep ? g_kept : g_dropped).fetch_add(1, std::memory_order_relaxed);
   if (h.rank == 0 && config().log_level >= LogLevel::info) {
     int size = 0;
     if (c.type != MPI_DATATYPE_NULL) PMPI_Type_size(c.type, &size);
+    constexpr double per_call = 1e6 / (kBlock - 1);
     log(LogLevel::info,
-        "trial: %s of %lld bytes on %d ranks%s: %s %.2f us, library %.2f us (mean over ranks of %zu calls' median): %s",
+        "trial: %s of %lld bytes on %d ranks%s: %s %.2f us, library %.2f us per call (the slowest rank's median "
+        "of %zu blocks each): %s",
         std::string(collective_name(c.collective)).c_str(), static_cast<long long>(size) * c.count, h.size,
-        condition_name(t.key.condition), std::string(t.key.algorithm->name).c_str(), sums[0] / h.size * 1e6,
-        sums[1] / h.size * 1e6, t.mine.size(), v == Verdict::keep ? "kept" : "returned to the library");
+        condition_name(t.key.condition), std::string(t.key.algorithm->name).c_str(), slowest[0] * per_call,
+        slowest[1] * per_call, t.mine.size(), v == Verdict::keep ? "kept" : "returned to the library");
   }
   return v;
 }
@@ -137,13 +150,16 @@ bool triable(const Call& c) {
 }
 
 Verdict trial_run(const Algorithm& a, const Call& c, const Hierarchy& h, uint8_t condition, std::optional<int>* ran) {
-  const int per_side = config().trial_calls;
+  const int blocks_per_side = std::max(1, (config().trial_calls + kBlock - 1) / kBlock);
   const TrialKey key = key_of(c, condition, a);
   TrialBook& book = book_of(h);
+  auto find = [&] {
+    return std::find_if(book.trials.begin(), book.trials.end(), [&](const Trial& t) { return t.key == key; });
+  };
   int call = 0;
   {
     std::lock_guard<std::mutex> guard(book.lock);
-    auto it = std::find_if(book.trials.begin(), book.trials.end(), [&](const Trial& t) { return t.key == key; });
+    auto it = find();
     if (it == book.trials.end()) {
       if (book.trials.size() >= kMaxTrials) return Verdict::keep;  // untried: the model's choice
       book.trials.push_back(Trial{.key = key});
@@ -152,37 +168,32 @@ Verdict trial_run(const Algorithm& a, const Call& c, const Hierarchy& h, uint8_t
     if (it->verdict != Verdict::trying) return it->verdict;
     call = it->calls++;
   }
-  // Call 0 runs the algorithm and call 1 the library, untimed (first calls
-  // make communicators and buffers); then pairs, alternating which side goes
-  // first, so that a trend across calls weighs on both alike.
-  bool algorithm_side = call == 0;
-  if (call >= 2) {
-    const int timed_call = call - 2;
-    const bool algorithm_first = (timed_call / 2) % 2 == 0;
-    algorithm_side = (timed_call % 2 == 0) == algorithm_first;
-  }
+  // Blocks alternate algorithm, library, library, algorithm, ... so that a
+  // trend across the calls weighs on both sides alike.
+  const int block = call / kBlock, position = call % kBlock;
+  const bool algorithm_side = (block + 1) / 2 % 2 == 0;
   double seconds = 0;
   *ran = timed(algorithm_side ? &a : nullptr, c, h, &seconds);
-  if (call < 2) return Verdict::trying;
 
   Trial done;
   {
     std::lock_guard<std::mutex> guard(book.lock);
-    auto it = std::find_if(book.trials.begin(), book.trials.end(), [&](const Trial& t) { return t.key == key; });
+    auto it = find();
     if (it == book.trials.end()) return Verdict::trying;
-    (algorithm_side ? it->mine : it->library).push_back(seconds);
-    if (call - 2 + 1 < 2 * per_side) return Verdict::trying;
+    if (position > 0) it->block += seconds;
+    if (position < kBlock - 1) return Verdict::trying;
+    (algorithm_side ? it->mine : it->library).push_back(it->block);
+    it->block = 0;
+    if (block + 1 < 2 * blocks_per_side) return Verdict::trying;
     done = *it;
   }
   const Verdict v = settle(done, c, h);
   std::lock_guard<std::mutex> guard(book.lock);
-  auto it = std::find_if(book.trials.begin(), book.trials.end(), [&](const Trial& t) { return t.key == key; });
+  auto it = find();
   if (it != book.trials.end()) {
     it->verdict = v;
-    it->mine.clear();
-    it->mine.shrink_to_fit();
-    it->library.clear();
-    it->library.shrink_to_fit();
+    it->mine = {};
+    it->library = {};
   }
   return v;
 }

@@ -3,11 +3,12 @@
 // Trials: a choice the model made for a collective (one of Veneer's
 // algorithms where the library was allowed) is confirmed on the
 // application's own calls before it is kept. The first calls of each
-// distinct shape on a communicator alternate between the algorithm and the
-// library, each timed on every rank; after VENEER_TRIAL calls of each side
-// (and one untimed call of each first), the ranks add up their medians in one
-// allreduce on the communicator and keep the algorithm only where its sum is
-// the smaller. Otherwise the library serves that shape from then on.
+// distinct shape on a communicator run in blocks of four, the algorithm's
+// and the library's alternating, each timed on every rank over all but its
+// first call; after VENEER_TRIAL calls of each side (rounded up to whole
+// blocks), one allreduce on the communicator finds the slowest rank's median
+// block of each side, and the algorithm is kept only where its own is the
+// smaller. Otherwise the library serves that shape from then on.
 //
 // This is what makes a choice hold on patterns the calibration did not time
 // (compute between calls, other rank counts, a rotating root, sizes between

@@ -122,10 +122,11 @@ struct alignas(64) Config {
   int64_t pinned_pool = int64_t{256} << 20;  // VENEER_PINNED_POOL: pinned/device buffers kept for reuse
   // Most layouts kept in the per-type cache (VENEER_TYPE_CACHE); freed types leave it at once.
   int64_t type_cache_limit = 100000;
-  // Calls of each side (Veneer's algorithm, the library) timed on the
+  // Calls of each side (Veneer's algorithm, the library) run on the
   // application's own calls before a collective choice the model made is
-  // kept (VENEER_TRIAL; 0: the model's choice stands untried). See algorithms/trial.h.
-  int trial_calls = 8;
+  // kept, in blocks of four (VENEER_TRIAL; 0: the model's choice stands
+  // untried). See algorithms/trial.h.
+  int trial_calls = 16;
   std::string report_file;  // VENEER_REPORT_FILE=path (default stderr)
 };
 

@@ -596,14 +596,14 @@ TEST_F(ProfileLoading, RankTheLibraryWillNotTellKeepsTheDefaults) {
 }
 
 // Trials (algorithms/trial.h): the model's choice (two_level, measured
-// twice as fast as the library) runs on the first call, the library on the
-// second, then the two alternate for VENEER_TRIAL calls each; after that one
+// twice as fast as the library) runs a block of four calls, then the
+// library a block of four (VENEER_TRIAL=4: one block each); after that one
 // side serves every call, the same on every rank (which side is this
 // machine's timing: not asserted). A rule's choice is not tried. Every
 // result is the library's.
 TEST_F(ProfileLoading, TheModelsChoiceIsTriedOnTheJobsOwnCalls) {
   if (world_size() < 2) GTEST_SKIP() << "one rank passes through";
-  setenv("VENEER_TRIAL", "3", 1);
+  setenv("VENEER_TRIAL", "4", 1);
   reload_config();
   alg::collectives_init();
   ASSERT_EQ(load(file("good.json", topo::profile_text(profile_where("two_level")))).info.status, ProfileStatus::loaded);
@@ -624,7 +624,7 @@ TEST_F(ProfileLoading, TheModelsChoiceIsTriedOnTheJobsOwnCalls) {
   };
   alg::reset_collectives_counts();
   alg::reset_trial_counts();
-  for (int round = 0; round < 8; ++round) allreduce(round);  // 1 + 1 untimed, then 3 of each
+  for (int round = 0; round < 8; ++round) allreduce(round);  // a block of each
   EXPECT_EQ(calls("two_level"), 4u);
   EXPECT_EQ(calls("library"), 4u);
   const alg::TrialCounts ended = alg::trial_counts();
@@ -694,15 +694,15 @@ TEST_F(ProfileLoading, AMovedRootsChoiceIsTriedAcrossRoots) {
   bcast_from(0);  // the root is now 0: the library, untried
   alg::reset_collectives_counts();
   alg::reset_trial_counts();
-  for (int k = 1; k <= 6; ++k) bcast_from(k % p);  // 1 + 1 untimed, then 2 of each
-  EXPECT_EQ(count("binomial"), 3u);
-  EXPECT_EQ(count("library"), 3u);
+  for (int k = 1; k <= 8; ++k) bcast_from(k % p);  // a block of each
+  EXPECT_EQ(count("binomial"), 4u);
+  EXPECT_EQ(count("library"), 4u);
   EXPECT_EQ(alg::trial_counts().kept + alg::trial_counts().dropped, 1u);
-  for (int k = 0; k < 3; ++k) bcast_from(6 % p);  // the root stays: the library, as before
-  for (int k = 7; k <= 10; ++k) bcast_from(k % p);
+  for (int k = 0; k < 3; ++k) bcast_from(8 % p);  // the root stays: the library, as before
+  for (int k = 9; k <= 12; ++k) bcast_from(k % p);
   const uint64_t binomial = count("binomial");
-  EXPECT_TRUE(binomial == 3u || binomial == 7u) << binomial;
-  EXPECT_EQ(binomial == 7u, alg::trial_counts().kept == 1u);
+  EXPECT_TRUE(binomial == 4u || binomial == 8u) << binomial;
+  EXPECT_EQ(binomial == 8u, alg::trial_counts().kept == 1u);
   PMPI_Comm_free(&comm);
   setenv("VENEER_TRIAL", "0", 1);
   reload_config();
