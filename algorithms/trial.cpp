@@ -50,6 +50,11 @@ struct Trial {
 // falls on a call of the same side, and the block's first call absorbs the
 // lag of the block before.
 constexpr int kBlock = 4;
+// The library takes the shape back only where it led by more than this:
+// the model's choice rests on the calibration's many calls, a trial on a
+// few of the job's, so a near tie keeps the choice and a trial overturns
+// it where the model was clearly wrong for this pattern.
+constexpr double kOverturn = 1.10;
 
 // A communicator's trials. Collective calls on one communicator come in one
 // order on every rank (MPI leaves it to the application to order them across
@@ -118,7 +123,8 @@ int timed(const Algorithm* a, const Call& c, const Hierarchy& h, double* seconds
 
 // The end of a trial: each side's median block on every rank, the slowest
 // rank's (one allreduce on the communicator, inside this collective call, on
-// every rank alike); the algorithm stays where its time is the smaller.
+// every rank alike); the algorithm stays unless the library led by more
+// than kOverturn.
 Verdict settle(const Trial& t, const Call& c, const Hierarchy& h) {
   double slowest[2] = {median(t.mine), median(t.library)};
   if (PMPI_Allreduce(MPI_IN_PLACE, slowest, 2, MPI_DOUBLE, MPI_MAX, h.parent) != MPI_SUCCESS) {
@@ -126,7 +132,7 @@ Verdict settle(const Trial& t, const Call& c, const Hierarchy& h) {
     // measurement to go by, so the library serves the shape.
     return Verdict::drop;
   }
-  const Verdict v = slowest[0] < slowest[1] ? Verdict::keep : Verdict::drop;
+  const Verdict v = slowest[0] <= slowest[1] * kOverturn ? Verdict::keep : Verdict::drop;
   (v == Verdict::keep ? g_kept : g_dropped).fetch_add(1, std::memory_order_relaxed);
   if (h.rank == 0 && config().log_level >= LogLevel::info) {
     int size = 0;

@@ -126,7 +126,7 @@ struct alignas(64) Config {
   // application's own calls before a collective choice the model made is
   // kept, in blocks of four (VENEER_TRIAL; 0: the model's choice stands
   // untried). See algorithms/trial.h.
-  int trial_calls = 16;
+  int trial_calls = 32;
   std::string report_file;  // VENEER_REPORT_FILE=path (default stderr)
 };
 
