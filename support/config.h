@@ -124,9 +124,9 @@ struct alignas(64) Config {
   int64_t type_cache_limit = 100000;
   // Calls of each side (Veneer's algorithm, the library) run on the
   // application's own calls before a collective choice the model made is
-  // kept, in blocks of four (VENEER_TRIAL; 0: the model's choice stands
-  // untried). See algorithms/trial.h.
-  int trial_calls = 32;
+  // kept, in blocks of four (VENEER_TRIAL; 0, the default: the model's
+  // choice stands untried). See algorithms/trial.h.
+  int trial_calls = 0;
   std::string report_file;  // VENEER_REPORT_FILE=path (default stderr)
 };
 
