@@ -93,27 +93,22 @@ std::optional<int> take(const Call& c, MPI_Comm comm) {
   }
   const uint8_t condition = known->condition(c.root);
   const Algorithm* a = known->for_root(c.root);
+  const Hierarchy* h = known->hierarchy;  // (known may be the slot remember_decision refills)
   if (a && (known->on_trial >> condition & 1u)) {
     // The model's choice, not yet confirmed on this pattern's own calls.
-    const Hierarchy& h = *known->hierarchy;
     std::optional<int> ran;
-    const Verdict v = trial_run(*a, c, h, condition, &ran);
+    const Verdict v = trial_run(*a, c, *h, condition, &ran);
     if (v != Verdict::trying && rememberable(c) && watch_communicator(comm)) {
-      Remembered settled = *known;  // (known may be the slot remember_decision refills)
+      Remembered settled = *known;
       settled.settle(condition, v == Verdict::keep);
       remember_decision(key, settled);
     }
     if (ran) return ran;
-    if (v == Verdict::drop) {
-      count_call(c.collective, nullptr);
-      return std::nullopt;
-    }
-    count_call(c.collective, a);
-    return execute(*a, c, h);
+    if (v == Verdict::drop) a = nullptr;
   }
   count_call(c.collective, a);
   if (!a) return std::nullopt;
-  return execute(*a, c, *known->hierarchy);
+  return execute(*a, c, *h);
 }
 
 }  // namespace

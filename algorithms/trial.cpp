@@ -22,13 +22,10 @@
 namespace veneer::algorithms {
 namespace {
 
+// The call's decision key without what may differ between ranks (the
+// communicator is the book's own), plus the pattern and the choice.
 struct TrialKey {
-  Collective collective = Collective::allreduce;
-  MPI_Datatype type = MPI_DATATYPE_NULL;
-  MPI_Datatype stype = MPI_DATATYPE_NULL;
-  MPI_Op op = MPI_OP_NULL;
-  int count = 0;
-  int scount = 0;
+  DecisionKey call;
   uint8_t condition = 0;
   const Algorithm* algorithm = nullptr;
   bool operator==(const TrialKey&) const = default;
@@ -84,17 +81,15 @@ bool named(MPI_Datatype t) {
 }
 
 TrialKey key_of(const Call& c, uint8_t condition, const Algorithm& a) {
-  TrialKey k{.collective = c.collective,
-             .type = c.type,
-             .op = c.op,
-             .count = c.count,
-             .condition = condition,
-             .algorithm = &a};
-  // The send side of an in-place allgather or alltoall is not read (and may
-  // differ between ranks); a reduce's MPI_IN_PLACE is its root's alone.
-  if (c.sbuf != MPI_IN_PLACE) {
-    k.stype = c.stype;
-    k.scount = c.scount;
+  TrialKey k{.call = decision_key(c, MPI_COMM_NULL), .condition = condition, .algorithm = &a};
+  // Not the root (a rotating root is one shape), nor MPI_IN_PLACE (a
+  // reduce's root's alone), nor the send side of an in-place allgather or
+  // alltoall (not read, and may differ between ranks).
+  k.call.root = 0;
+  k.call.in_place = false;
+  if (c.sbuf == MPI_IN_PLACE) {
+    k.call.stype = MPI_DATATYPE_NULL;
+    k.call.scount = 0;
   }
   return k;
 }

@@ -17,6 +17,7 @@
 #include <optional>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "algorithms/collectives.h"
@@ -93,6 +94,27 @@ topo::Profile profile_where(const std::string& fast) {
   intra.fit_error = 0.2;
   p.intra = intra;
   return p;
+}
+
+// The library's profile above, with bcast timed at 64 B and 4 KiB: the
+// library faster from a fixed root, binomial with the root moving (MPICH's
+// small broadcasts measured so).
+topo::Profile profile_where_binomial_leads_a_moved_root() {
+  topo::Profile prof = profile_where("library");
+  for (int64_t bytes : {int64_t{64}, int64_t{4096}}) {
+    topo::CollectivePoint pt = point_here("bcast", bytes, {});
+    pt.times.emplace_back("library", topo::Timing{1e-6, 0.02, 0, 1.2e-6, 8e-6});
+    pt.times.emplace_back("binomial", topo::Timing{1.5e-6, 0.02, 0, 1.6e-6, 3e-6});
+    prof.collectives.push_back(pt);
+  }
+  return prof;
+}
+
+// Calls of `collective` this rank counted for `algorithm` since the last reset.
+uint64_t calls_of(alg::Collective collective, std::string_view algorithm) {
+  for (const auto& e : alg::collectives_counts())
+    if (e.collective == collective && e.algorithm == algorithm) return e.calls;
+  return 0;
 }
 
 // Runs load_profile with VENEER_PROFILE=path (on rank 0; `others` elsewhere),
@@ -307,14 +329,8 @@ TEST_F(ProfileLoading, MeasurementsDecide) {
 TEST_F(ProfileLoading, ACallWhoseRootMovedGetsTheRotatingWinner) {
   const int p = world_size(), me = world_rank();
   if (p < 2) GTEST_SKIP() << "one rank passes through";
-  topo::Profile prof = profile_where("library");
-  for (int64_t bytes : {int64_t{64}, int64_t{4096}}) {
-    topo::CollectivePoint pt = point_here("bcast", bytes, {});
-    pt.times.emplace_back("library", topo::Timing{1e-6, 0.02, 0, 1.2e-6, 8e-6});
-    pt.times.emplace_back("binomial", topo::Timing{1.5e-6, 0.02, 0, 1.6e-6, 3e-6});
-    prof.collectives.push_back(pt);
-  }
-  ASSERT_EQ(load(file("roots.json", topo::profile_text(prof))).info.status, ProfileStatus::loaded);
+  ASSERT_EQ(load(file("roots.json", topo::profile_text(profile_where_binomial_leads_a_moved_root()))).info.status,
+            ProfileStatus::loaded);
   std::vector<int> buf(128);  // 512 B: between the measured sizes
   int round = 0;
   auto bcast_from = [&](int root) {
@@ -323,11 +339,7 @@ TEST_F(ProfileLoading, ACallWhoseRootMovedGetsTheRotatingWinner) {
     ASSERT_EQ(MPI_Bcast(buf.data(), static_cast<int>(buf.size()), MPI_INT, root, MPI_COMM_WORLD), MPI_SUCCESS);
     for (size_t i = 0; i < buf.size(); ++i) ASSERT_EQ(buf[i], static_cast<int>(i) * 3 + round) << "round " << round;
   };
-  auto count = [](const char* algorithm) {
-    for (const auto& e : alg::collectives_counts())
-      if (e.collective == alg::Collective::bcast && e.algorithm == algorithm) return e.calls;
-    return uint64_t{0};
-  };
+  auto count = [](const char* algorithm) { return calls_of(alg::Collective::bcast, algorithm); };
   bcast_from(0);  // whatever came before, the root is now 0
   alg::reset_collectives_counts();
   for (int k = 0; k < 3; ++k) bcast_from(0);  // the root stays: the library
@@ -609,11 +621,7 @@ TEST_F(ProfileLoading, TheModelsChoiceIsTriedOnTheJobsOwnCalls) {
   ASSERT_EQ(load(file("good.json", topo::profile_text(profile_where("two_level")))).info.status, ProfileStatus::loaded);
   MPI_Comm comm = MPI_COMM_NULL;  // its own trials
   ASSERT_EQ(PMPI_Comm_dup(MPI_COMM_WORLD, &comm), MPI_SUCCESS);
-  auto calls = [](const char* algorithm) {
-    for (const auto& e : alg::collectives_counts())
-      if (e.collective == alg::Collective::allreduce && e.algorithm == algorithm) return e.calls;
-    return uint64_t{0};
-  };
+  auto calls = [](const char* algorithm) { return calls_of(alg::Collective::allreduce, algorithm); };
   auto allreduce = [&](int round) {
     std::vector<double> in(700), out(700), ref(700);
     for (size_t i = 0; i < in.size(); ++i)
@@ -668,21 +676,11 @@ TEST_F(ProfileLoading, AMovedRootsChoiceIsTriedAcrossRoots) {
   setenv("VENEER_TRIAL", "2", 1);
   reload_config();
   alg::collectives_init();
-  topo::Profile prof = profile_where("library");
-  for (int64_t bytes : {int64_t{64}, int64_t{4096}}) {
-    topo::CollectivePoint pt = point_here("bcast", bytes, {});
-    pt.times.emplace_back("library", topo::Timing{1e-6, 0.02, 0, 1.2e-6, 8e-6});
-    pt.times.emplace_back("binomial", topo::Timing{1.5e-6, 0.02, 0, 1.6e-6, 3e-6});
-    prof.collectives.push_back(pt);
-  }
-  ASSERT_EQ(load(file("roots.json", topo::profile_text(prof))).info.status, ProfileStatus::loaded);
+  ASSERT_EQ(load(file("roots.json", topo::profile_text(profile_where_binomial_leads_a_moved_root()))).info.status,
+            ProfileStatus::loaded);
   MPI_Comm comm = MPI_COMM_NULL;
   ASSERT_EQ(PMPI_Comm_dup(MPI_COMM_WORLD, &comm), MPI_SUCCESS);
-  auto count = [](const char* algorithm) {
-    for (const auto& e : alg::collectives_counts())
-      if (e.collective == alg::Collective::bcast && e.algorithm == algorithm) return e.calls;
-    return uint64_t{0};
-  };
+  auto count = [](const char* algorithm) { return calls_of(alg::Collective::bcast, algorithm); };
   std::vector<int> buf(128);
   int round = 0;
   auto bcast_from = [&](int root) {
