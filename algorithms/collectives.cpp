@@ -41,37 +41,53 @@ Remembered decide(const Call& c, MPI_Comm comm) {
   auto m = current_model();
   // The choice for s, or for a variant of it (`pattern` names the variant in
   // the log; the report counts the call's own decision only).
-  // The choice, and whether the model made it (then a trial confirms it).
+  // The choice, and whether a trial decides it on the job's own calls: the
+  // model's choice (where VENEER_TRIAL asks for it, or on a rank count the
+  // profile did not time), or there, where the model kept the library, the
+  // challenger (algorithms/trial.h).
   const bool triable_call = triable(c);
-  auto decide_for = [&](const Shape& shape, const char* pattern, bool* tried) {
+  const bool trial_timed = config().trial_timed;
+  bool tried = false, challenged = false;
+  auto decide_for = [&](const Shape& shape, const char* pattern) {
     const Choice choice = *pattern ? choose_variant(shape, *rules, *m) : choose(shape, *rules, *m);
     if (config().log_level >= LogLevel::debug)
       log(LogLevel::debug, "%s%s: %s: %s", describe(shape).c_str(), pattern,
           std::string(choice.algorithm ? choice.algorithm->name : "library").c_str(), reason(choice, shape).c_str());
-    *tried = triable_call && choice.algorithm && choice.decision == Decision::model;
+    tried = triable_call && choice.algorithm && choice.decision == Decision::model && (trial_timed || choice.untimed);
+    challenged = triable_call && !choice.algorithm && choice.challenger;
+    if (challenged) {
+      tried = true;
+      return choice.challenger;
+    }
     return choice.algorithm;
   };
-  bool tried = false;
-  Remembered out{.algorithm = decide_for(*s, "", &tried), .collective = c.collective};
-  if (tried) out.on_trial |= 1;
+  auto note_trial = [&](Remembered& r, uint8_t condition) {
+    if (tried) r.on_trial |= static_cast<uint8_t>(1u << condition);
+    if (challenged) r.challenged |= static_cast<uint8_t>(1u << condition);
+  };
+  Remembered out{.algorithm = decide_for(*s, ""), .collective = c.collective};
+  note_trial(out, 0);
   // The alternative for a variant of the call's pattern: 1 + its index, 0
-  // the library; nullopt where it is the same choice.
+  // the library; nullopt where it is the same choice and neither is on
+  // trial (a trial on one pattern says nothing of another: a rotating
+  // root's verdict would decide the calls between barriers).
+  const bool own_on_trial = out.on_trial != 0;
   auto alternative = [&](Shape variant, bool Shape::*pattern, const char* name) -> std::optional<uint8_t> {
     variant.*pattern = true;
-    const Algorithm* a = decide_for(variant, name, &tried);
-    if (a == out.algorithm) return std::nullopt;
+    const Algorithm* a = decide_for(variant, name);
+    if (a == out.algorithm && !tried && !own_on_trial) return std::nullopt;
     return static_cast<uint8_t>(candidate_index(a));
   };
   if (c.collective == Collective::bcast || c.collective == Collective::reduce)
     if (auto k = alternative(*s, &Shape::moving_root, ", root moved")) {
       out.varies |= Remembered::moved_root;
       out.moving = *k;
-      if (tried) out.on_trial |= 2;
+      note_trial(out, 1);
     }
   if (auto k = alternative(*s, &Shape::after_barrier, ", first since a barrier")) {
     out.varies |= Remembered::first_since_barrier;
     out.after_barrier = *k;
-    if (tried) out.on_trial |= 4;
+    note_trial(out, 2);
     g_barriers_matter.store(true, std::memory_order_relaxed);
   }
   if (out.algorithm || out.varies) out.hierarchy = h;
@@ -97,7 +113,7 @@ std::optional<int> take(const Call& c, MPI_Comm comm) {
   if (a && (known->on_trial >> condition & 1u)) {
     // The model's choice, not yet confirmed on this pattern's own calls.
     std::optional<int> ran;
-    const Verdict v = trial_run(*a, c, *h, condition, &ran);
+    const Verdict v = trial_run(*a, c, *h, condition, (known->challenged >> condition & 1u) != 0, &ran);
     if (v != Verdict::trying && rememberable(c) && watch_communicator(comm)) {
       Remembered settled = *known;
       settled.settle(condition, v == Verdict::keep);

@@ -58,6 +58,10 @@ struct Remembered {
   // since a barrier) whose choice the model made and a trial has not yet
   // confirmed (algorithms/trial.h).
   uint8_t on_trial = 0;
+  // Of those, a bit per pattern where the algorithm is a challenger: the
+  // library was kept on a rank count the profile did not time, and the
+  // algorithm takes the pattern only if it leads on the job's own calls.
+  uint8_t challenged = 0;
   Collective collective = Collective::allreduce;
 
   // Whether a call with `root` goes to the library, noting nothing. Where
@@ -80,6 +84,7 @@ struct Remembered {
   // the library serves that pattern.
   void settle(uint8_t condition, bool keep) {
     on_trial = static_cast<uint8_t>(on_trial & ~(1u << condition));
+    challenged = static_cast<uint8_t>(challenged & ~(1u << condition));
     if (keep) return;
     if (condition == 0) algorithm = nullptr;
     else if (condition == 1) moving = 0;

@@ -152,6 +152,48 @@ OverRankCounts agreed_over_rank_counts(std::span<const Algorithm* const> candida
   return out;
 }
 
+// The candidate fastest at s's size and pattern on the rank count nearest
+// s's among those the profile timed for the collective on s's node count
+// (the larger of two as near), or null where none was measured there.
+const Algorithm* fastest_on_nearest_count(std::span<const Algorithm* const> candidates, const Shape& s,
+                                          const Rule* rule, const CostModel& m) {
+  const MeasuredSeries* nearest = nullptr;
+  for (const MeasuredSeries& ser : m.measured->series) {
+    if (ser.collective != s.collective || ser.nodes != s.nodes) continue;
+    const int d = std::abs(ser.ranks - s.ranks);
+    if (!nearest || d < std::abs(nearest->ranks - s.ranks) ||
+        (d == std::abs(nearest->ranks - s.ranks) && ser.ranks > nearest->ranks))
+      nearest = &ser;
+  }
+  if (!nearest) return nullptr;
+  const Algorithm* fastest = nullptr;
+  double seconds = std::numeric_limits<double>::infinity();
+  for (const Algorithm* a : candidates) {
+    if (!allows(rule, a->name) || !eligible(*a, s)) continue;
+    const Prediction p = predict_measured(*nearest, candidate_index(a), s.bytes, s.moving_root, s.after_barrier);
+    if (!p.known() || p.source == Source::extrapolated || p.seconds >= seconds) continue;
+    fastest = a;
+    seconds = p.seconds;
+  }
+  return fastest;
+}
+
+// Whether the profile timed s's collective, but not on s's shape (`series`:
+// the measured series of s's shape, if any).
+bool untimed(const Shape& s, const CostModel& m, const MeasuredSeries* series) {
+  if (!m.measured || series) return false;
+  return std::any_of(m.measured->series.begin(), m.measured->series.end(),
+                     [&](const MeasuredSeries& ser) { return ser.collective == s.collective; });
+}
+
+// Where the model kept the library on such a shape, the challenger to try
+// against it: the fastest on the nearest count timed, else the model's best.
+void offer_challenger(Choice& c, std::span<const Algorithm* const> candidates, const Shape& s, const CostModel& m) {
+  if (!c.untimed || c.decision != Decision::library_kept || !allows(c.rule, "library")) return;
+  const Algorithm* nearest = fastest_on_nearest_count(candidates, s, c.rule, m);
+  c.challenger = nearest ? nearest : c.best;
+}
+
 // choose_among() without counting (explain() uses it too).
 Choice decide(std::span<const Algorithm* const> candidates, const Shape& s, const Tuning& t, const CostModel& m) {
   Choice c;
@@ -159,6 +201,7 @@ Choice decide(std::span<const Algorithm* const> candidates, const Shape& s, cons
   const Rule* rule = c.rule;
   // Measured points for this shape, if the library's own time is among them.
   const MeasuredSeries* series = measured_series(s, m);
+  c.untimed = untimed(s, m, series);
   Prediction library = predict(s, nullptr, m, series);
   if (series && !library.known()) {
     series = nullptr;
@@ -266,6 +309,7 @@ Choice decide(std::span<const Algorithm* const> candidates, const Shape& s, cons
     take(c, best, best_time);
   }
   if (!c.from_measurements) c.margin = formula_margin(s, m);
+  offer_challenger(c, candidates, s, m);
   return c;
 }
 
@@ -397,6 +441,12 @@ std::string explain(const Shape& s, const Tuning& t, const CostModel& m) {
   }
   const Choice c = decide(algorithms_for(s.collective), s, t, m);  // explaining is not deciding: not counted
   out += "chosen: " + name_of(c.algorithm) + " (" + reason(c, s) + ")\n";
+  if (c.untimed && (c.challenger || c.decision == Decision::model))
+    out +=
+        "not timed on this rank count: unless VENEER_TRIAL=0, the job's first calls try " +
+        name_of(c.challenger ? c.challenger : c.algorithm) + " against the library (" +
+        (c.challenger ? "taken only if it leads by more than 10%" : "kept unless the library leads by more than 10%") +
+        ")\n";
   // A rooted call whose root moved since the previous one is decided apart.
   if ((s.collective == Collective::bcast || s.collective == Collective::reduce) && !s.moving_root) {
     Shape moved = s;

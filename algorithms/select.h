@@ -52,6 +52,12 @@ struct Choice {
   int rank_counts = 0;
   int nearest_ranks = 0;
   double lead = 0;
+  // The profile timed this collective, but not on this shape's rank count:
+  // the choice is a guess the job's own calls should check (algorithms/trial.h).
+  bool untimed = false;
+  // Where the library is kept on such a shape: the algorithm to try against
+  // it (the fastest on the nearest rank count timed, else `best`), or null.
+  const Algorithm* challenger = nullptr;
 };
 
 Choice choose(const Shape& s, const Tuning& t, const CostModel& m);

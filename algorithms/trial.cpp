@@ -28,6 +28,7 @@ struct TrialKey {
   DecisionKey call;
   uint8_t condition = 0;
   const Algorithm* algorithm = nullptr;
+  bool challenger = false;
   bool operator==(const TrialKey&) const = default;
 };
 
@@ -50,7 +51,9 @@ constexpr int kBlock = 4;
 // The library takes the shape back only where it led by more than this:
 // the model's choice rests on the calibration's many calls, a trial on a
 // few of the job's, so a near tie keeps the choice and a trial overturns
-// it where the model was clearly wrong for this pattern.
+// it where the model was clearly wrong for this pattern. A challenger must
+// lead the library by as much to take the shape: a near tie stays with the
+// library.
 constexpr double kOverturn = 1.10;
 
 // A communicator's trials. Collective calls on one communicator come in one
@@ -66,7 +69,7 @@ struct TrialBook {
 constexpr size_t kMaxTrials = 512;
 
 std::mutex g_books_lock;  // making a hierarchy's book
-std::atomic<uint64_t> g_kept{0}, g_dropped{0};
+std::atomic<uint64_t> g_kept{0}, g_dropped{0}, g_taken{0}, g_not_taken{0};
 
 TrialBook& book_of(const Hierarchy& h) {
   std::lock_guard<std::mutex> guard(g_books_lock);
@@ -80,8 +83,8 @@ bool named(MPI_Datatype t) {
   return combiner && *combiner == MPI_COMBINER_NAMED;
 }
 
-TrialKey key_of(const Call& c, uint8_t condition, const Algorithm& a) {
-  TrialKey k{.call = decision_key(c, MPI_COMM_NULL), .condition = condition, .algorithm = &a};
+TrialKey key_of(const Call& c, uint8_t condition, const Algorithm& a, bool challenger) {
+  TrialKey k{.call = decision_key(c, MPI_COMM_NULL), .condition = condition, .algorithm = &a, .challenger = challenger};
   // Not the root (a rotating root is one shape), nor MPI_IN_PLACE (a
   // reduce's root's alone), nor the send side of an in-place allgather or
   // alltoall (not read, and may differ between ranks).
@@ -119,7 +122,7 @@ int timed(const Algorithm* a, const Call& c, const Hierarchy& h, double* seconds
 // The end of a trial: each side's median block on every rank, the slowest
 // rank's (one allreduce on the communicator, inside this collective call, on
 // every rank alike); the algorithm stays unless the library led by more
-// than kOverturn.
+// than kOverturn (a challenger: only where it led by more than that).
 Verdict settle(const Trial& t, const Call& c, const Hierarchy& h) {
   double slowest[2] = {median(t.mine), median(t.library)};
   if (PMPI_Allreduce(MPI_IN_PLACE, slowest, 2, MPI_DOUBLE, MPI_MAX, h.parent) != MPI_SUCCESS) {
@@ -127,20 +130,43 @@ Verdict settle(const Trial& t, const Call& c, const Hierarchy& h) {
     // measurement to go by, so the library serves the shape.
     return Verdict::drop;
   }
-  const Verdict v = slowest[0] <= slowest[1] * kOverturn ? Verdict::keep : Verdict::drop;
-  (v == Verdict::keep ? g_kept : g_dropped).fetch_add(1, std::memory_order_relaxed);
+  const bool challenger = t.key.challenger;
+  const Verdict v = (challenger ? slowest[0] * kOverturn < slowest[1] : slowest[0] <= slowest[1] * kOverturn)
+                        ? Verdict::keep
+                        : Verdict::drop;
+  if (challenger) (v == Verdict::keep ? g_taken : g_not_taken).fetch_add(1, std::memory_order_relaxed);
+  else (v == Verdict::keep ? g_kept : g_dropped).fetch_add(1, std::memory_order_relaxed);
   if (h.rank == 0 && config().log_level >= LogLevel::info) {
     int size = 0;
     if (c.type != MPI_DATATYPE_NULL) PMPI_Type_size(c.type, &size);
     constexpr double per_call = 1e6 / (kBlock - 1);
     log(LogLevel::info,
         "trial: %s of %lld bytes on %d ranks%s: %s %.2f us, library %.2f us per call (the slowest rank's median "
-        "of %zu blocks each): %s",
+        "of %zu blocks each): %s%s",
         std::string(collective_name(c.collective)).c_str(), static_cast<long long>(size) * c.count, h.size,
         condition_name(t.key.condition), std::string(t.key.algorithm->name).c_str(), slowest[0] * per_call,
-        slowest[1] * per_call, t.mine.size(), v == Verdict::keep ? "kept" : "returned to the library");
+        slowest[1] * per_call, t.mine.size(), challenger ? "challenger " : "",
+        v == Verdict::keep ? (challenger ? "taken" : "kept")
+                           : (challenger ? "not taken, the library keeps it" : "returned to the library"));
   }
   return v;
+}
+
+// Blocks of each side: VENEER_TRIAL calls (rounded up to whole blocks) up
+// to kFullTrialBytes a call, fewer above in proportion to the bytes, down to
+// two blocks a side. A large call's time varies less from call to call, and
+// a trial of a slow choice costs in proportion to its calls: with a full
+// trial of 1 MiB calls, a job of 60 calls spent half of them on it. Bytes,
+// not times, so that every rank counts the same blocks.
+constexpr int64_t kFullTrialBytes = int64_t{64} << 10;
+int blocks_for(const Call& c) {
+  const int full = std::max(1, (config().trial_calls + kBlock - 1) / kBlock);
+  int size = 0;
+  if (c.type != MPI_DATATYPE_NULL) PMPI_Type_size(c.type, &size);
+  const int64_t bytes = static_cast<int64_t>(size) * c.count;
+  if (bytes <= kFullTrialBytes) return full;
+  const int64_t scaled = full * kFullTrialBytes / bytes;
+  return static_cast<int>(std::clamp<int64_t>(scaled, std::min(full, 2), full));
 }
 
 }  // namespace
@@ -150,9 +176,10 @@ bool triable(const Call& c) {
   return named(c.type) && (c.sbuf == MPI_IN_PLACE || named(c.stype));
 }
 
-Verdict trial_run(const Algorithm& a, const Call& c, const Hierarchy& h, uint8_t condition, std::optional<int>* ran) {
-  const int blocks_per_side = std::max(1, (config().trial_calls + kBlock - 1) / kBlock);
-  const TrialKey key = key_of(c, condition, a);
+Verdict trial_run(const Algorithm& a, const Call& c, const Hierarchy& h, uint8_t condition, bool challenger,
+                  std::optional<int>* ran) {
+  const int blocks_per_side = blocks_for(c);
+  const TrialKey key = key_of(c, condition, a, challenger);
   TrialBook& book = book_of(h);
   auto find = [&] {
     return std::find_if(book.trials.begin(), book.trials.end(), [&](const Trial& t) { return t.key == key; });
@@ -162,7 +189,8 @@ Verdict trial_run(const Algorithm& a, const Call& c, const Hierarchy& h, uint8_t
     std::lock_guard<std::mutex> guard(book.lock);
     auto it = find();
     if (it == book.trials.end()) {
-      if (book.trials.size() >= kMaxTrials) return Verdict::keep;  // untried: the model's choice
+      // Untried: the model's choice (the library, over a challenger).
+      if (book.trials.size() >= kMaxTrials) return challenger ? Verdict::drop : Verdict::keep;
       book.trials.push_back(Trial{.key = key});
       it = book.trials.end() - 1;
     }
@@ -200,18 +228,28 @@ Verdict trial_run(const Algorithm& a, const Call& c, const Hierarchy& h, uint8_t
 }
 
 TrialCounts trial_counts() {
-  return {g_kept.load(std::memory_order_relaxed), g_dropped.load(std::memory_order_relaxed)};
+  return {g_kept.load(std::memory_order_relaxed), g_dropped.load(std::memory_order_relaxed),
+          g_taken.load(std::memory_order_relaxed), g_not_taken.load(std::memory_order_relaxed)};
 }
 
 void reset_trial_counts() {
   g_kept.store(0, std::memory_order_relaxed);
   g_dropped.store(0, std::memory_order_relaxed);
+  g_taken.store(0, std::memory_order_relaxed);
+  g_not_taken.store(0, std::memory_order_relaxed);
 }
 
 std::string trial_counts_text() {
   const TrialCounts t = trial_counts();
-  if (t.kept + t.dropped == 0) return {};
-  return std::to_string(t.kept) + " kept, " + std::to_string(t.dropped) + " returned to the library";
+  std::string text;
+  if (t.kept + t.dropped > 0)
+    text = std::to_string(t.kept) + " kept, " + std::to_string(t.dropped) + " returned to the library";
+  if (t.taken + t.not_taken > 0) {
+    if (!text.empty()) text += "; ";
+    text += std::to_string(t.taken) + " challenger" + (t.taken == 1 ? "" : "s") + " taken, " +
+            std::to_string(t.not_taken) + " not";
+  }
+  return text;
 }
 
 }  // namespace veneer::algorithms

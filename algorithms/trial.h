@@ -14,6 +14,13 @@
 // (compute between calls, other rank counts, a rotating root, sizes between
 // the measured ones): the profile predicts, the call pattern decides.
 //
+// On a rank count the profile did not time (a sub-communicator, a job of
+// another size), its numbers are a guess either way, and a trial runs by
+// default (VENEER_TRIAL unset): an algorithm the model chose is tried as
+// above, and where the model kept the library, a challenger (the algorithm
+// fastest on the nearest rank count timed) is tried against it and takes
+// the shape only where it led by more than 10%.
+//
 // Every rank must run the same algorithm for every call, so a trial is keyed
 // only by what MPI requires to be the same on every rank of the
 // communicator (the collective, predefined types and counts, the op, the
@@ -34,25 +41,33 @@ namespace veneer::algorithms {
 enum class Verdict : uint8_t { trying, keep, drop };
 
 // Whether calls like `c` may be tried (VENEER_TRIAL is not 0, and the key
-// above can be formed from its arguments).
+// above can be formed from its arguments). Which choices are tried is the
+// caller's (algorithms/collectives.cpp decide).
 bool triable(const Call& c);
 
 // The trial of `a` for calls like `c` in pattern `condition` (0: the
-// call's own, 1: its root moved, 2: first since a barrier) on h. While the
-// trial runs, this call is run here, by `a` or by the library, and *ran
-// holds its return code; the verdict after it. Once the trial is over the
-// call is not run (*ran stays empty) and the verdict says by whom it should be.
-Verdict trial_run(const Algorithm& a, const Call& c, const Hierarchy& h, uint8_t condition, std::optional<int>* ran);
+// call's own, 1: its root moved, 2: first since a barrier) on h; `challenger`:
+// `a` takes the shape from the library only by leading it (else: keeps it
+// unless the library leads). While the trial runs, this call is run here,
+// by `a` or by the library, and *ran holds its return code; the verdict
+// after it. Once the trial is over the call is not run (*ran stays empty)
+// and the verdict says by whom it should be.
+Verdict trial_run(const Algorithm& a, const Call& c, const Hierarchy& h, uint8_t condition, bool challenger,
+                  std::optional<int>* ran);
 
-// Trials ended in this process: kept (the algorithm was faster on the
-// application's calls) and dropped (the library was).
+// Trials ended in this process: of the model's choices, kept (the algorithm
+// was not slower on the application's calls beyond the margin) and dropped
+// (the library led); of challengers, taken (led the library) and not.
 struct TrialCounts {
   uint64_t kept = 0;
   uint64_t dropped = 0;
+  uint64_t taken = 0;
+  uint64_t not_taken = 0;
 };
 TrialCounts trial_counts();
 void reset_trial_counts();
-// "2 kept, 1 returned to the library", or empty where no trial ended.
+// "2 kept, 1 returned to the library; 1 challenger taken, 3 not", or empty
+// where no trial ended.
 std::string trial_counts_text();
 
 }  // namespace veneer::algorithms

@@ -101,7 +101,10 @@ Config parse_config(const char* (*env)(const char*)) {
   c.alltoall_min_bytes = size_or(env("VENEER_ALLTOALL_MIN_BYTES"), c.alltoall_min_bytes);
   c.type_cache_limit = size_or(env("VENEER_TYPE_CACHE"), c.type_cache_limit);
   c.staging_pool = size_or(env("VENEER_STAGING_POOL"), c.staging_pool);
-  c.trial_calls = static_cast<int>(std::clamp<int64_t>(size_or(env("VENEER_TRIAL"), c.trial_calls), 0, 1000));
+  if (const char* trial = env("VENEER_TRIAL")) {
+    c.trial_calls = static_cast<int>(std::clamp<int64_t>(size_or(trial, c.trial_calls), 0, 1000));
+    c.trial_timed = c.trial_calls > 0;
+  }
   c.pack_stream_min = size_or(env("VENEER_PACK_STREAM_MIN"), c.pack_stream_min);
   c.device = parse_bool(env("VENEER_DEVICE"), true);
   if (const char* m = env("VENEER_DEVICE_METHOD")) {

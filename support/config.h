@@ -123,10 +123,13 @@ struct alignas(64) Config {
   // Most layouts kept in the per-type cache (VENEER_TYPE_CACHE); freed types leave it at once.
   int64_t type_cache_limit = 100000;
   // Calls of each side (Veneer's algorithm, the library) run on the
-  // application's own calls before a collective choice the model made is
-  // kept, in blocks of four (VENEER_TRIAL; 0, the default: the model's
-  // choice stands untried). See algorithms/trial.h.
-  int trial_calls = 0;
+  // application's own calls before a collective choice is kept, in blocks
+  // of four (VENEER_TRIAL; 0: no trials). See algorithms/trial.h. Unset,
+  // only the choices on a communicator whose rank count the profile did
+  // not time are tried (trial_timed false); set to N > 0, also the model's
+  // choices on the counts it timed.
+  int trial_calls = 32;
+  bool trial_timed = false;
   std::string report_file;  // VENEER_REPORT_FILE=path (default stderr)
 };
 

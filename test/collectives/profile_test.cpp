@@ -667,6 +667,66 @@ TEST_F(ProfileLoading, TheModelsChoiceIsTriedOnTheJobsOwnCalls) {
   PMPI_Comm_free(&comm);
 }
 
+// A rank count the profile did not time (trials at their default,
+// VENEER_TRIAL unset): the profile timed allreduce on one rank more than
+// this job has, two_level twice as fast as the library there. The model
+// keeps the library here (no agreement of several counts), and the job's
+// own calls try two_level against it: 32 calls each (8 blocks of four),
+// then one side, the same on every rank. On the count the profile timed,
+// its choice runs from the first call, untried. Every result is the library's.
+TEST_F(ProfileLoading, ARankCountTheProfileDidNotTimeIsTriedOnTheJobsCalls) {
+  if (world_size() < 2) GTEST_SKIP() << "one rank passes through";
+  unsetenv("VENEER_TRIAL");
+  reload_config();
+  alg::collectives_init();
+  topo::Profile other_count = profile_where("two_level");
+  for (topo::CollectivePoint& pt : other_count.collectives) {
+    pt.ranks += 1;
+    pt.ranks_per_node += 1;
+    pt.min_ranks_per_node += 1;
+  }
+  ASSERT_EQ(load(file("other_count.json", topo::profile_text(other_count))).info.status, ProfileStatus::loaded);
+  MPI_Comm comm = MPI_COMM_NULL;
+  ASSERT_EQ(PMPI_Comm_dup(MPI_COMM_WORLD, &comm), MPI_SUCCESS);
+  auto calls = [](const char* algorithm) { return calls_of(alg::Collective::allreduce, algorithm); };
+  auto allreduce = [&](int round) {
+    std::vector<double> in(700), out(700), ref(700);
+    for (size_t i = 0; i < in.size(); ++i)
+      in[i] = static_cast<double>((i + static_cast<size_t>(round)) % 11 + world_rank());
+    ASSERT_EQ(MPI_Allreduce(in.data(), out.data(), 700, MPI_DOUBLE, MPI_SUM, comm), MPI_SUCCESS);
+    PMPI_Allreduce(in.data(), ref.data(), 700, MPI_DOUBLE, MPI_SUM, comm);
+    ASSERT_EQ(out, ref) << "round " << round;
+  };
+  alg::reset_collectives_counts();
+  alg::reset_trial_counts();
+  for (int round = 0; round < 64; ++round) allreduce(round);
+  EXPECT_EQ(calls("two_level"), 32u);
+  EXPECT_EQ(calls("library"), 32u);
+  const alg::TrialCounts ended = alg::trial_counts();
+  EXPECT_EQ(ended.taken + ended.not_taken, 1u);
+  EXPECT_EQ(ended.kept + ended.dropped, 0u);
+  for (int round = 64; round < 70; ++round) allreduce(round);
+  const uint64_t after = calls("two_level");
+  EXPECT_TRUE(after == 32u || after == 38u) << after;
+  EXPECT_EQ(after == 38u, ended.taken == 1u);
+  uint64_t lowest = 0, highest = 0;
+  PMPI_Allreduce(&after, &lowest, 1, MPI_UINT64_T, MPI_MIN, comm);
+  PMPI_Allreduce(&after, &highest, 1, MPI_UINT64_T, MPI_MAX, comm);
+  EXPECT_EQ(lowest, highest) << "every rank runs the same side";
+  PMPI_Comm_free(&comm);
+
+  // The count the profile timed: the model's choice from the first call.
+  ASSERT_EQ(load(file("good.json", topo::profile_text(profile_where("two_level")))).info.status, ProfileStatus::loaded);
+  ASSERT_EQ(PMPI_Comm_dup(MPI_COMM_WORLD, &comm), MPI_SUCCESS);
+  alg::reset_collectives_counts();
+  for (int round = 0; round < 5; ++round) allreduce(round);
+  EXPECT_EQ(calls("two_level"), 5u);
+  PMPI_Comm_free(&comm);
+  setenv("VENEER_TRIAL", "0", 1);
+  reload_config();
+  alg::collectives_init();
+}
+
 // A broadcast whose root moves on every call: binomial (the model's choice
 // for a moved root) is tried on those calls alone, keyed without the root,
 // and every rank receives the root's data throughout.

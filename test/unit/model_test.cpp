@@ -689,15 +689,27 @@ TEST(Model, ARankCountNotTimedTakesWhatLedOnEveryTimedCount) {
 }
 
 TEST(Model, ARankCountNotTimedKeepsTheLibraryWithoutAgreement) {
-  // The library led on 3 ranks: no agreement.
+  // The library led on 3 ranks: no agreement. The count is untimed, so the
+  // job's own calls try the algorithm fastest on the nearest count timed
+  // (binomial on 4 ranks) against the library (algorithms/trial.h).
   const alg::CostModel split = alg::cost_model_from_profile(bcast_ladder({{2, 1.6}, {3, 0.8}, {4, 2.0}}));
-  EXPECT_EQ(name(alg::choose(bcast_on(6), defaults(), split)), "library");
+  const alg::Choice six = alg::choose(bcast_on(6), defaults(), split);
+  EXPECT_EQ(name(six), "library");
+  EXPECT_TRUE(six.untimed);
+  ASSERT_NE(six.challenger, nullptr);
+  EXPECT_EQ(six.challenger->name, "binomial");
+  // A timed count is not tried by default: no challenger.
+  EXPECT_FALSE(alg::choose(bcast_on(3), defaults(), split).untimed);
+  EXPECT_EQ(alg::choose(bcast_on(3), defaults(), split).challenger, nullptr);
   // Ahead within the spreads on one count: no agreement.
   const alg::CostModel close = alg::cost_model_from_profile(bcast_ladder({{2, 1.6}, {3, 1.05}, {4, 2.0}}));
   EXPECT_EQ(name(alg::choose(bcast_on(6), defaults(), close)), "library");
   // One count timed: nothing to agree.
   const alg::CostModel one = alg::cost_model_from_profile(bcast_ladder({{4, 2.0}}));
   EXPECT_EQ(name(alg::choose(bcast_on(6), defaults(), one)), "library");
+  // A rule without the library: no challenger (nothing to try against).
+  EXPECT_EQ(alg::choose(bcast_on(6), rules(Collective::bcast, "0-inf:binomial|scatter_allgather"), split).challenger,
+            nullptr);
   // Several nodes: not this rule's.
   const alg::CostModel m = alg::cost_model_from_profile(bcast_ladder({{2, 1.6}, {3, 1.4}, {4, 2.0}}));
   alg::Shape nodes = bcast_on(6);
