@@ -64,14 +64,18 @@ struct Remembered {
   uint8_t challenged = 0;
   Collective collective = Collective::allreduce;
 
-  // Whether a call with `root` goes to the library, noting nothing. Where
-  // it does, nothing would be noted either.
+  // Whether a call with `root` goes to the library. Where the choice varies
+  // and it does, the root and the barriers are noted as for_root() notes
+  // them, so that the next call's pattern is told as the full way would
+  // tell it; where it does not, nothing is noted (the full way notes). So a
+  // rotating root whose pattern the library serves stays on the quick path
+  // while another pattern of the same call is still on trial.
   [[gnu::always_inline]] bool library_for(int root) const {
     if (!varies) [[likely]]
       return !algorithm;
-    if (root_moved(root)) return moving == 0;
-    if (barrier_came()) return after_barrier == 0;
-    return !algorithm;
+    const bool library = root_moved(root) ? moving == 0 : barrier_came() ? after_barrier == 0 : !algorithm;
+    if (library) note(root);
+    return library;
   }
   // Which pattern a call with `root` is in: 0 its own, 1 the root moved, 2
   // the first since a barrier (noting nothing).
@@ -96,13 +100,17 @@ struct Remembered {
     const Algorithm* a = root_moved(root) ? alternative(moving)
                          : barrier_came() ? alternative(after_barrier)
                                           : algorithm;
-    if (varies & moved_root) last_root().store(root, std::memory_order_relaxed);
-    if (varies & first_since_barrier)
-      barriers_seen().store(hierarchy->barriers.load(std::memory_order_relaxed), std::memory_order_relaxed);
+    note(root);
     return a;
   }
 
  private:
+  // Notes the root and the barriers seen, for the next call's pattern.
+  [[gnu::always_inline]] void note(int root) const {
+    if (varies & moved_root) last_root().store(root, std::memory_order_relaxed);
+    if (varies & first_since_barrier)
+      barriers_seen().store(hierarchy->barriers.load(std::memory_order_relaxed), std::memory_order_relaxed);
+  }
   std::atomic<int>& last_root() const { return hierarchy->last_root[collective == Collective::bcast ? 0 : 1]; }
   std::atomic<uint64_t>& barriers_seen() const { return hierarchy->barriers_seen[static_cast<size_t>(collective)]; }
   [[gnu::always_inline]] bool root_moved(int root) const {

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "algorithms/admission.h"
+#include "algorithms/cost_model.h"
 #include "algorithms/execution.h"
 #include "algorithms/report.h"
 #include "datatypes/decode.h"
@@ -119,35 +120,52 @@ int timed(const Algorithm* a, const Call& c, const Hierarchy& h, double* seconds
   return rc;
 }
 
-// The end of a trial: each side's median block on every rank, the slowest
-// rank's (one allreduce on the communicator, inside this collective call, on
-// every rank alike); the algorithm stays unless the library led by more
-// than kOverturn (a challenger: only where it led by more than that).
+// The end of a trial: each block's time on the slowest rank (one allreduce
+// on the communicator, inside this collective call, on every rank alike),
+// and each side's median of those. The model's choice stays unless the
+// library's median led by more than kOverturn. A challenger takes the shape
+// only where its median led by more than kOverturn, it won at least
+// kChallengerWins of the block pairs (each of its blocks against the
+// library's next to it in time), and, on the first calls since a barrier,
+// it gained at least after_barrier_min_gain a call: on 5-6 ranks over 2
+// cores, a median alone let small broadcasts between barriers go to
+// binomial at 0.6-0.9x of the library.
+constexpr double kChallengerWins = 0.75;
 Verdict settle(const Trial& t, const Call& c, const Hierarchy& h) {
-  double slowest[2] = {median(t.mine), median(t.library)};
-  if (PMPI_Allreduce(MPI_IN_PLACE, slowest, 2, MPI_DOUBLE, MPI_MAX, h.parent) != MPI_SUCCESS) {
+  const size_t n = std::min(t.mine.size(), t.library.size());  // the same on every rank
+  std::vector<double> blocks(t.mine.begin(), t.mine.begin() + static_cast<std::ptrdiff_t>(n));
+  blocks.insert(blocks.end(), t.library.begin(), t.library.begin() + static_cast<std::ptrdiff_t>(n));
+  if (PMPI_Allreduce(MPI_IN_PLACE, blocks.data(), static_cast<int>(blocks.size()), MPI_DOUBLE, MPI_MAX, h.parent) !=
+      MPI_SUCCESS) {
     // The library failed the allreduce, on every rank or on none: no
     // measurement to go by, so the library serves the shape.
     return Verdict::drop;
   }
+  const std::vector<double> mine(blocks.begin(), blocks.begin() + static_cast<std::ptrdiff_t>(n));
+  const std::vector<double> library(blocks.begin() + static_cast<std::ptrdiff_t>(n), blocks.end());
+  const double slowest[2] = {median(mine), median(library)};
+  size_t wins = 0;
+  for (size_t i = 0; i < n; ++i) wins += mine[i] < library[i] ? 1 : 0;
+  constexpr double per_call = 1.0 / (kBlock - 1);
   const bool challenger = t.key.challenger;
-  const Verdict v = (challenger ? slowest[0] * kOverturn < slowest[1] : slowest[0] <= slowest[1] * kOverturn)
-                        ? Verdict::keep
-                        : Verdict::drop;
-  if (challenger) (v == Verdict::keep ? g_taken : g_not_taken).fetch_add(1, std::memory_order_relaxed);
-  else (v == Verdict::keep ? g_kept : g_dropped).fetch_add(1, std::memory_order_relaxed);
+  bool keep = slowest[0] <= slowest[1] * kOverturn;
+  if (challenger)
+    keep = slowest[0] * kOverturn < slowest[1] && static_cast<double>(wins) >= kChallengerWins * static_cast<double>(n) &&
+           (t.key.condition != 2 || (slowest[1] - slowest[0]) * per_call >= after_barrier_min_gain);
+  const Verdict v = keep ? Verdict::keep : Verdict::drop;
+  if (challenger) (keep ? g_taken : g_not_taken).fetch_add(1, std::memory_order_relaxed);
+  else (keep ? g_kept : g_dropped).fetch_add(1, std::memory_order_relaxed);
   if (h.rank == 0 && config().log_level >= LogLevel::info) {
     int size = 0;
     if (c.type != MPI_DATATYPE_NULL) PMPI_Type_size(c.type, &size);
-    constexpr double per_call = 1e6 / (kBlock - 1);
     log(LogLevel::info,
-        "trial: %s of %lld bytes on %d ranks%s: %s %.2f us, library %.2f us per call (the slowest rank's median "
-        "of %zu blocks each): %s%s",
+        "trial: %s of %lld bytes on %d ranks%s: %s %.2f us, library %.2f us per call (median of %zu blocks each, "
+        "each block's slowest rank; %zu of %zu pairs won): %s%s",
         std::string(collective_name(c.collective)).c_str(), static_cast<long long>(size) * c.count, h.size,
-        condition_name(t.key.condition), std::string(t.key.algorithm->name).c_str(), slowest[0] * per_call,
-        slowest[1] * per_call, t.mine.size(), challenger ? "challenger " : "",
-        v == Verdict::keep ? (challenger ? "taken" : "kept")
-                           : (challenger ? "not taken, the library keeps it" : "returned to the library"));
+        condition_name(t.key.condition), std::string(t.key.algorithm->name).c_str(), slowest[0] * per_call * 1e6,
+        slowest[1] * per_call * 1e6, n, wins, n, challenger ? "challenger " : "",
+        keep ? (challenger ? "taken" : "kept")
+             : (challenger ? "not taken, the library keeps it" : "returned to the library"));
   }
   return v;
 }

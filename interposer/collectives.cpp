@@ -265,10 +265,9 @@ namespace {
   if (c.report != 0 || device_memory_in_question(c)) [[unlikely]]
     return false;
   const alg::Remembered* d = alg::recall_decision(alg::decision_key(call, comm));
-  if (!d || d->algorithm) return false;
-  // The library when the root stayed and no barrier came between, where
-  // either matters (nothing to note then); otherwise the full way, which notes.
-  return d->library_for(call.root);
+  // The library for this call's pattern (noting the root and the barriers
+  // where the choice depends on them); otherwise the full way.
+  return d && d->library_for(call.root);
 }
 
 // Allgather and Alltoall, inlined into each entry point.
