@@ -150,7 +150,8 @@ Verdict settle(const Trial& t, const Call& c, const Hierarchy& h) {
   const bool challenger = t.key.challenger;
   bool keep = slowest[0] <= slowest[1] * kOverturn;
   if (challenger)
-    keep = slowest[0] * kOverturn < slowest[1] && static_cast<double>(wins) >= kChallengerWins * static_cast<double>(n) &&
+    keep = slowest[0] * kOverturn < slowest[1] &&
+           static_cast<double>(wins) >= kChallengerWins * static_cast<double>(n) &&
            (t.key.condition != 2 || (slowest[1] - slowest[0]) * per_call >= after_barrier_min_gain);
   const Verdict v = keep ? Verdict::keep : Verdict::drop;
   if (challenger) (keep ? g_taken : g_not_taken).fetch_add(1, std::memory_order_relaxed);
