@@ -6,9 +6,10 @@
 // distinct shape on a communicator run in blocks of four, the algorithm's
 // and the library's alternating, each timed on every rank over all but its
 // first call; after VENEER_TRIAL calls of each side (rounded up to whole
-// blocks), one allreduce on the communicator finds the slowest rank's median
-// block of each side, and where the library's led by more than 10% the
-// library serves that shape from then on; otherwise the algorithm stays.
+// blocks; fewer above 64 KiB a call), one allreduce on the communicator
+// finds each block's slowest rank, and where the library's median of those
+// led by more than 10% the library serves that shape from then on;
+// otherwise the algorithm stays.
 //
 // This is what makes a choice hold on patterns the calibration did not time
 // (compute between calls, other rank counts, a rotating root, sizes between
