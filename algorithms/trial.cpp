@@ -219,7 +219,10 @@ Verdict trial_run(const Algorithm& a, const Call& c, const Hierarchy& h, uint8_t
   // Blocks alternate algorithm, library, library, algorithm, ... so that a
   // trend across the calls weighs on both sides alike.
   const int block = call / kBlock, position = call % kBlock;
-  const bool algorithm_side = (block + 1) / 2 % 2 == 0;
+  // The model's own choice runs the first block (the library's, against a
+  // challenger), so that a shape the job calls a few times only, as a code
+  // whose counts change from call to call does, runs what the model chose.
+  const bool algorithm_side = ((block + 1) / 2 % 2 == 0) != challenger;
   double seconds = 0;
   *ran = timed(algorithm_side ? &a : nullptr, c, h, &seconds);
 

@@ -671,8 +671,8 @@ TEST_F(ProfileLoading, TheModelsChoiceIsTriedOnTheJobsOwnCalls) {
 // VENEER_TRIAL unset): the profile timed allreduce on one rank more than
 // this job has, two_level twice as fast as the library there. The model
 // keeps the library here (no agreement of several counts), and the job's
-// own calls try two_level against it: 32 calls each (8 blocks of four),
-// then one side, the same on every rank. On the count the profile timed,
+// own calls try two_level against it: 32 calls each (8 blocks of four, the
+// library's first), then one side, the same on every rank. On the count the profile timed,
 // its choice runs from the first call, untried. Every result is the library's.
 TEST_F(ProfileLoading, ARankCountTheProfileDidNotTimeIsTriedOnTheJobsCalls) {
   if (world_size() < 2) GTEST_SKIP() << "one rank passes through";
@@ -699,7 +699,10 @@ TEST_F(ProfileLoading, ARankCountTheProfileDidNotTimeIsTriedOnTheJobsCalls) {
   };
   alg::reset_collectives_counts();
   alg::reset_trial_counts();
-  for (int round = 0; round < 64; ++round) allreduce(round);
+  for (int round = 0; round < 4; ++round) allreduce(round);  // the model's choice first
+  EXPECT_EQ(calls("library"), 4u);
+  EXPECT_EQ(calls("two_level"), 0u);
+  for (int round = 4; round < 64; ++round) allreduce(round);
   EXPECT_EQ(calls("two_level"), 32u);
   EXPECT_EQ(calls("library"), 32u);
   const alg::TrialCounts ended = alg::trial_counts();
