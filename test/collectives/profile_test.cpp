@@ -117,6 +117,18 @@ uint64_t calls_of(alg::Collective collective, std::string_view algorithm) {
   return 0;
 }
 
+// One MPI_Allreduce of 700 doubles (values varying with `round`, modulo
+// `modulus`) through Veneer on comm, checked against the library's.
+void allreduce_matches_library(MPI_Comm comm, int round, int modulus) {
+  std::vector<double> in(700), out(700), ref(700);
+  for (size_t i = 0; i < in.size(); ++i)
+    in[i] = static_cast<double>((i + static_cast<size_t>(round)) % static_cast<size_t>(modulus) +
+                                static_cast<size_t>(world_rank()));
+  ASSERT_EQ(MPI_Allreduce(in.data(), out.data(), 700, MPI_DOUBLE, MPI_SUM, comm), MPI_SUCCESS);
+  PMPI_Allreduce(in.data(), ref.data(), 700, MPI_DOUBLE, MPI_SUM, comm);
+  ASSERT_EQ(out, ref) << "round " << round;
+}
+
 // Runs load_profile with VENEER_PROFILE=path (on rank 0; `others` elsewhere),
 // capturing rank 0's log. Returns what it reported.
 struct Loaded {
@@ -622,14 +634,7 @@ TEST_F(ProfileLoading, TheModelsChoiceIsTriedOnTheJobsOwnCalls) {
   MPI_Comm comm = MPI_COMM_NULL;  // its own trials
   ASSERT_EQ(PMPI_Comm_dup(MPI_COMM_WORLD, &comm), MPI_SUCCESS);
   auto calls = [](const char* algorithm) { return calls_of(alg::Collective::allreduce, algorithm); };
-  auto allreduce = [&](int round) {
-    std::vector<double> in(700), out(700), ref(700);
-    for (size_t i = 0; i < in.size(); ++i)
-      in[i] = static_cast<double>((i + static_cast<size_t>(round)) % 13 + world_rank());
-    ASSERT_EQ(MPI_Allreduce(in.data(), out.data(), 700, MPI_DOUBLE, MPI_SUM, comm), MPI_SUCCESS);
-    PMPI_Allreduce(in.data(), ref.data(), 700, MPI_DOUBLE, MPI_SUM, comm);
-    ASSERT_EQ(out, ref) << "round " << round;
-  };
+  auto allreduce = [&](int round) { allreduce_matches_library(comm, round, 13); };
   alg::reset_collectives_counts();
   alg::reset_trial_counts();
   for (int round = 0; round < 8; ++round) allreduce(round);  // a block of each
@@ -689,14 +694,7 @@ TEST_F(ProfileLoading, ARankCountTheProfileDidNotTimeIsTriedOnTheJobsCalls) {
   MPI_Comm comm = MPI_COMM_NULL;
   ASSERT_EQ(PMPI_Comm_dup(MPI_COMM_WORLD, &comm), MPI_SUCCESS);
   auto calls = [](const char* algorithm) { return calls_of(alg::Collective::allreduce, algorithm); };
-  auto allreduce = [&](int round) {
-    std::vector<double> in(700), out(700), ref(700);
-    for (size_t i = 0; i < in.size(); ++i)
-      in[i] = static_cast<double>((i + static_cast<size_t>(round)) % 11 + world_rank());
-    ASSERT_EQ(MPI_Allreduce(in.data(), out.data(), 700, MPI_DOUBLE, MPI_SUM, comm), MPI_SUCCESS);
-    PMPI_Allreduce(in.data(), ref.data(), 700, MPI_DOUBLE, MPI_SUM, comm);
-    ASSERT_EQ(out, ref) << "round " << round;
-  };
+  auto allreduce = [&](int round) { allreduce_matches_library(comm, round, 11); };
   alg::reset_collectives_counts();
   alg::reset_trial_counts();
   for (int round = 0; round < 4; ++round) allreduce(round);  // the model's choice first
