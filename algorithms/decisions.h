@@ -73,8 +73,9 @@ struct Remembered {
   [[gnu::always_inline]] bool library_for(int root) const {
     if (!varies) [[likely]]
       return !algorithm;
-    const bool library = root_moved(root) ? moving == 0 : barrier_came() ? after_barrier == 0 : !algorithm;
-    if (library) note(root);
+    const bool moved = root_moved(root), came = !moved && barrier_came();
+    const bool library = moved ? moving == 0 : came ? after_barrier == 0 : !algorithm;
+    if (library && (moved || came)) note(root);  // else nothing changed since the last note
     return library;
   }
   // Which pattern a call with `root` is in: 0 its own, 1 the root moved, 2
