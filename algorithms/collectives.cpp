@@ -48,6 +48,7 @@ Remembered decide(const Call& c, MPI_Comm comm) {
   const bool triable_call = triable(c);
   const bool trial_timed = config().trial_timed;
   bool tried = false, challenged = false;
+  uint8_t next = 0;  // the challenger after, where the first does not take the pattern
   auto decide_for = [&](const Shape& shape, const char* pattern) {
     const Choice choice = *pattern ? choose_variant(shape, *rules, *m) : choose(shape, *rules, *m);
     if (config().log_level >= LogLevel::debug)
@@ -55,6 +56,7 @@ Remembered decide(const Call& c, MPI_Comm comm) {
           std::string(choice.algorithm ? choice.algorithm->name : "library").c_str(), reason(choice, shape).c_str());
     tried = triable_call && choice.algorithm && choice.decision == Decision::model && (trial_timed || choice.untimed);
     challenged = triable_call && !choice.algorithm && choice.challenger;
+    next = challenged && choice.next_challenger ? static_cast<uint8_t>(candidate_index(choice.next_challenger)) : 0;
     if (challenged) {
       tried = true;
       return choice.challenger;
@@ -64,6 +66,7 @@ Remembered decide(const Call& c, MPI_Comm comm) {
   auto note_trial = [&](Remembered& r, uint8_t condition) {
     if (tried) r.on_trial |= static_cast<uint8_t>(1u << condition);
     if (challenged) r.challenged |= static_cast<uint8_t>(1u << condition);
+    r.next_challenger[condition] = next;
   };
   Remembered out{.algorithm = decide_for(*s, ""), .collective = c.collective};
   note_trial(out, 0);
@@ -113,11 +116,20 @@ std::optional<int> take(const Call& c, MPI_Comm comm) {
   if (a && (known->on_trial >> condition & 1u)) {
     // The model's choice, not yet confirmed on this pattern's own calls.
     std::optional<int> ran;
-    const Verdict v = trial_run(*a, c, *h, condition, (known->challenged >> condition & 1u) != 0, &ran);
-    if (v != Verdict::trying && rememberable(c) && watch_communicator(comm)) {
-      Remembered settled = *known;
+    Remembered settled = *known;
+    Verdict v = trial_run(*a, c, *h, condition, (settled.challenged >> condition & 1u) != 0, &ran);
+    if (v != Verdict::trying) {
       settled.settle(condition, v == Verdict::keep);
-      remember_decision(key, settled);
+      // A challenger whose trial was over before this call, not taken: the
+      // next one's trial has the call. Walked from the trial book on every
+      // rank alike, whatever this thread's table remembered (a rank that
+      // decided the call again starts from the first challenger).
+      if (!ran && v == Verdict::drop && (settled.on_trial >> condition & 1u)) {
+        a = settled.alternative_for(condition);
+        v = trial_run(*a, c, *h, condition, true, &ran);
+        if (v != Verdict::trying) settled.settle(condition, v == Verdict::keep);
+      }
+      if (rememberable(c) && watch_communicator(comm)) remember_decision(key, settled);
     }
     if (ran) return ran;
     if (v == Verdict::drop) a = nullptr;

@@ -62,6 +62,9 @@ struct Remembered {
   // library was kept on a rank count the profile did not time, and the
   // algorithm takes the pattern only if it leads on the job's own calls.
   uint8_t challenged = 0;
+  // Per pattern, the challenger tried next where this one does not take
+  // the pattern (1 + its index, 0 none).
+  std::array<uint8_t, 3> next_challenger{};
   Collective collective = Collective::allreduce;
 
   // Whether a call with `root` goes to the library. Where the choice varies
@@ -85,15 +88,27 @@ struct Remembered {
     if (root_moved(root)) return 1;
     return barrier_came() ? 2 : 0;
   }
-  // The trial of pattern `condition` is over: its choice stays (`keep`) or
-  // the library serves that pattern.
+  // The trial of pattern `condition` is over: its choice stays (`keep`),
+  // or the next challenger is tried, or the library serves that pattern.
   void settle(uint8_t condition, bool keep) {
+    if (!keep && (challenged >> condition & 1u) && next_challenger[condition]) {
+      const uint8_t next = next_challenger[condition];
+      next_challenger[condition] = 0;
+      if (condition == 0) algorithm = alternative(next);
+      else if (condition == 1) moving = next;
+      else after_barrier = next;
+      return;
+    }
     on_trial = static_cast<uint8_t>(on_trial & ~(1u << condition));
     challenged = static_cast<uint8_t>(challenged & ~(1u << condition));
     if (keep) return;
     if (condition == 0) algorithm = nullptr;
     else if (condition == 1) moving = 0;
     else after_barrier = 0;
+  }
+  // The choice for pattern `condition` (as condition() numbers them).
+  const Algorithm* alternative_for(uint8_t condition) const {
+    return condition == 0 ? algorithm : alternative(condition == 1 ? moving : after_barrier);
   }
   // The choice for a call with `root`, noting the root and the barriers for the next call.
   const Algorithm* for_root(int root) const {

@@ -2,6 +2,7 @@
 #include "algorithms/select.h"
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cmath>
 #include <cstdio>
@@ -152,30 +153,56 @@ OverRankCounts agreed_over_rank_counts(std::span<const Algorithm* const> candida
   return out;
 }
 
-// The candidate fastest at s's size and pattern on the rank count nearest
-// s's among those the profile timed for the collective on s's node count
-// (the larger of two as near), or null where none was measured there.
-const Algorithm* fastest_on_nearest_count(std::span<const Algorithm* const> candidates, const Shape& s,
-                                          const Rule* rule, const CostModel& m) {
-  const MeasuredSeries* nearest = nullptr;
-  for (const MeasuredSeries& ser : m.measured->series) {
-    if (ser.collective != s.collective || ser.nodes != s.nodes) continue;
-    const int d = std::abs(ser.ranks - s.ranks);
-    if (!nearest || d < std::abs(nearest->ranks - s.ranks) ||
-        (d == std::abs(nearest->ranks - s.ranks) && ser.ranks > nearest->ranks))
-      nearest = &ser;
-  }
-  if (!nearest) return nullptr;
+// The candidate fastest at s's size and pattern on one rank count the
+// profile timed (`ser`), or null where none was measured there.
+const Algorithm* fastest_on(const MeasuredSeries& ser, std::span<const Algorithm* const> candidates, const Shape& s,
+                            const Rule* rule) {
   const Algorithm* fastest = nullptr;
   double seconds = std::numeric_limits<double>::infinity();
   for (const Algorithm* a : candidates) {
     if (!allows(rule, a->name) || !eligible(*a, s)) continue;
-    const Prediction p = predict_measured(*nearest, candidate_index(a), s.bytes, s.moving_root, s.after_barrier);
+    const Prediction p = predict_measured(ser, candidate_index(a), s.bytes, s.moving_root, s.after_barrier);
     if (!p.known() || p.source == Source::extrapolated || p.seconds >= seconds) continue;
     fastest = a;
     seconds = p.seconds;
   }
   return fastest;
+}
+
+// Up to two challengers for s: the candidates fastest at s's size and
+// pattern on the rank counts the profile timed for the collective on s's
+// node count, nearest count first (the larger of two as near), the second
+// the first leader of a farther count that differs from the first. One
+// count's leader is often ahead of the next by its noise alone (MPICH's
+// small allreduce at 4 ranks: rabenseifner and two_level within 4% of each
+// other), and a count of another parity leads with another algorithm
+// (Open MPI: recursive_doubling at 4 ranks, two_level at 3).
+std::array<const Algorithm*, 2> leaders_on_timed_counts(std::span<const Algorithm* const> candidates, const Shape& s,
+                                                        const Rule* rule, const CostModel& m) {
+  // Counts in order of nearness: distance, then the larger count first
+  // (a key that grows along that order). Chosen without allocating.
+  auto order = [&](const MeasuredSeries& ser) {
+    return static_cast<long long>(std::abs(ser.ranks - s.ranks)) * (1LL << 32) - ser.ranks;
+  };
+  std::array<const Algorithm*, 2> out{};
+  long long after = std::numeric_limits<long long>::min();
+  for (;;) {
+    const MeasuredSeries* next = nullptr;
+    for (const MeasuredSeries& ser : m.measured->series) {
+      if (ser.collective != s.collective || ser.nodes != s.nodes || order(ser) <= after) continue;
+      if (!next || order(ser) < order(*next)) next = &ser;
+    }
+    if (!next) break;
+    after = order(*next);
+    const Algorithm* a = fastest_on(*next, candidates, s, rule);
+    if (!a || a == out[0]) continue;
+    if (out[0]) {
+      out[1] = a;
+      break;
+    }
+    out[0] = a;
+  }
+  return out;
 }
 
 // Whether the profile timed s's collective, but not on s's shape (`series`:
@@ -186,12 +213,14 @@ bool untimed(const Shape& s, const CostModel& m, const MeasuredSeries* series) {
                      [&](const MeasuredSeries& ser) { return ser.collective == s.collective; });
 }
 
-// Where the model kept the library on such a shape, the challenger to try
-// against it: the fastest on the nearest count timed, else the model's best.
+// Where the model kept the library on such a shape, the challengers to try
+// against it: the leaders of the timed counts, nearest first, else the
+// model's best.
 void offer_challenger(Choice& c, std::span<const Algorithm* const> candidates, const Shape& s, const CostModel& m) {
   if (!c.untimed || c.decision != Decision::library_kept || !allows(c.rule, "library")) return;
-  const Algorithm* nearest = fastest_on_nearest_count(candidates, s, c.rule, m);
-  c.challenger = nearest ? nearest : c.best;
+  const auto leaders = leaders_on_timed_counts(candidates, s, c.rule, m);
+  c.challenger = leaders[0] ? leaders[0] : c.best;
+  c.next_challenger = leaders[1];
 }
 
 // choose_among() without counting (explain() uses it too).
@@ -446,7 +475,7 @@ std::string explain(const Shape& s, const Tuning& t, const CostModel& m) {
         "not timed on this rank count: unless VENEER_TRIAL=0, the job's first calls try " +
         name_of(c.challenger ? c.challenger : c.algorithm) + " against the library (" +
         (c.challenger ? "taken only if it leads by more than 10%" : "kept unless the library leads by more than 10%") +
-        ")\n";
+        (c.next_challenger ? "; where it does not, then " + name_of(c.next_challenger) : std::string()) + ")\n";
   // A rooted call whose root moved since the previous one is decided apart.
   if ((s.collective == Collective::bcast || s.collective == Collective::reduce) && !s.moving_root) {
     Shape moved = s;

@@ -56,8 +56,11 @@ struct Choice {
   // the choice is a guess the job's own calls should check (algorithms/trial.h).
   bool untimed = false;
   // Where the library is kept on such a shape: the algorithm to try against
-  // it (the fastest on the nearest rank count timed, else `best`), or null.
+  // it (the fastest on the nearest rank count timed, else `best`), or null;
+  // and the one tried next where it does not take the shape (the fastest on
+  // a farther count timed, where that is another), or null.
   const Algorithm* challenger = nullptr;
+  const Algorithm* next_challenger = nullptr;
 };
 
 Choice choose(const Shape& s, const Tuning& t, const CostModel& m);

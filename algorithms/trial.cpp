@@ -166,7 +166,7 @@ Verdict settle(const Trial& t, const Call& c, const Hierarchy& h) {
         condition_name(t.key.condition), std::string(t.key.algorithm->name).c_str(), slowest[0] * per_call * 1e6,
         slowest[1] * per_call * 1e6, n, wins, n, challenger ? "challenger " : "",
         keep ? (challenger ? "taken" : "kept")
-             : (challenger ? "not taken, the library keeps it" : "returned to the library"));
+             : (challenger ? "not taken" : "returned to the library"));
   }
   return v;
 }
@@ -210,8 +210,8 @@ Verdict trial_run(const Algorithm& a, const Call& c, const Hierarchy& h, uint8_t
     if (it == book.trials.end()) {
       // Untried: the model's choice (the library, over a challenger).
       if (book.trials.size() >= kMaxTrials) return challenger ? Verdict::drop : Verdict::keep;
-      book.trials.push_back(Trial{.key = key});
-      it = book.trials.end() - 1;
+      it = book.trials.emplace(book.trials.end());
+      it->key = key;
     }
     if (it->verdict != Verdict::trying) return it->verdict;
     call = it->calls++;

@@ -20,7 +20,9 @@
 // default (VENEER_TRIAL unset): an algorithm the model chose is tried as
 // above, and where the model kept the library, a challenger (the algorithm
 // fastest on the nearest rank count timed) is tried against it and takes
-// the shape only where it led by more than 10%.
+// the shape only where it led by more than 10%; where it does not, the
+// next one (the fastest on a farther count, where that is another) is
+// tried the same way (decisions.h, Remembered::next_challenger).
 //
 // Every rank must run the same algorithm for every call, so a trial is keyed
 // only by what MPI requires to be the same on every rank of the

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "algorithms/collectives.h"
+#include "algorithms/decisions.h"
 #include "algorithms/measured.h"
 #include "algorithms/trial.h"
 #include "support/config.h"
@@ -722,6 +723,72 @@ TEST_F(ProfileLoading, ARankCountTheProfileDidNotTimeIsTriedOnTheJobsCalls) {
   alg::reset_collectives_counts();
   for (int round = 0; round < 5; ++round) allreduce(round);
   EXPECT_EQ(calls("two_level"), 5u);
+  PMPI_Comm_free(&comm);
+  setenv("VENEER_TRIAL", "0", 1);
+  reload_config();
+  alg::collectives_init();
+}
+
+// Two counts timed, neither this job's: two_level led on the nearer (one
+// rank more), ring on the farther (two more), so no algorithm led on both.
+// The job's calls try two_level first; where it does not take the shape,
+// ring next, 32 calls each against the library's 32; then one side, the
+// same on every rank. Every result is the library's.
+TEST_F(ProfileLoading, WhereTheFirstChallengerIsNotTakenTheNextIsTried) {
+  if (world_size() < 2) GTEST_SKIP() << "one rank passes through";
+  unsetenv("VENEER_TRIAL");
+  reload_config();
+  alg::collectives_init();
+  topo::Profile two_counts = profile_where("two_level");
+  for (topo::CollectivePoint& pt : two_counts.collectives) {
+    pt.ranks += 1;
+    pt.ranks_per_node += 1;
+    pt.min_ranks_per_node += 1;
+  }
+  for (topo::CollectivePoint pt : profile_where("ring").collectives) {
+    pt.ranks += 2;
+    pt.ranks_per_node += 2;
+    pt.min_ranks_per_node += 2;
+    two_counts.collectives.push_back(pt);
+  }
+  ASSERT_EQ(load(file("two_counts.json", topo::profile_text(two_counts))).info.status, ProfileStatus::loaded);
+  MPI_Comm comm = MPI_COMM_NULL;
+  ASSERT_EQ(PMPI_Comm_dup(MPI_COMM_WORLD, &comm), MPI_SUCCESS);
+  auto calls = [](const char* algorithm) { return calls_of(alg::Collective::allreduce, algorithm); };
+  auto allreduce = [&](int round) { allreduce_matches_library(comm, round, 7); };
+  alg::reset_collectives_counts();
+  alg::reset_trial_counts();
+  for (int round = 0; round < 64; ++round) allreduce(round);
+  EXPECT_EQ(calls("two_level"), 32u);
+  EXPECT_EQ(calls("library"), 32u);
+  EXPECT_EQ(calls("ring"), 0u);
+  const alg::TrialCounts first = alg::trial_counts();
+  ASSERT_EQ(first.taken + first.not_taken, 1u);
+  for (int round = 64; round < 128; ++round) {
+    // Rank 0 forgets its decisions (as a table that evicted them would)
+    // and decides again from the first challenger: every rank still runs
+    // the same side of every call.
+    if ((round == 64 || round == 90) && world_rank() == 0) alg::forget_decisions();
+    allreduce(round);
+  }
+  const alg::TrialCounts second = alg::trial_counts();
+  if (first.taken == 1) {
+    EXPECT_EQ(calls("two_level"), 96u);  // kept: no second trial
+    EXPECT_EQ(calls("ring"), 0u);
+    EXPECT_EQ(second.taken + second.not_taken, 1u);
+  } else {
+    EXPECT_EQ(calls("ring"), 32u);
+    EXPECT_EQ(calls("library"), 64u);
+    EXPECT_EQ(calls("two_level"), 32u);
+    EXPECT_EQ(second.taken + second.not_taken, 2u);
+  }
+  for (int round = 128; round < 134; ++round) allreduce(round);
+  const uint64_t by_veneer = calls("two_level") + calls("ring");
+  uint64_t lowest = 0, highest = 0;
+  PMPI_Allreduce(&by_veneer, &lowest, 1, MPI_UINT64_T, MPI_MIN, comm);
+  PMPI_Allreduce(&by_veneer, &highest, 1, MPI_UINT64_T, MPI_MAX, comm);
+  EXPECT_EQ(lowest, highest) << "every rank runs the same side";
+  EXPECT_EQ(by_veneer == 64u + 6u || by_veneer == 96u + 6u, second.taken == 1u) << by_veneer;
   PMPI_Comm_free(&comm);
   setenv("VENEER_TRIAL", "0", 1);
   reload_config();

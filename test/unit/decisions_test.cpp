@@ -81,6 +81,40 @@ TEST(Decisions, TwoShapesOfOneSetBothStay) {
   EXPECT_EQ(alg::recall_decision(second)->algorithm, marker(3));
 }
 
+TEST(Decisions, AChallengerNotTakenHandsThePatternToTheNextOne) {
+  // Two challengers on a pattern (algorithms/trial.h): where the first does
+  // not take it, the second is tried; where that does not either, the
+  // library serves it. The other patterns keep theirs.
+  const auto bcasts = alg::algorithms_for(Collective::bcast);
+  ASSERT_GE(bcasts.size(), 2u);
+  alg::Remembered r{.algorithm = bcasts[0], .collective = Collective::bcast};
+  r.varies = alg::Remembered::first_since_barrier;
+  r.after_barrier = 2;  // bcasts[1]
+  r.on_trial = r.challenged = 0b101;
+  r.next_challenger = {2, 0, 1};  // then bcasts[1] on its own pattern, bcasts[0] after a barrier
+  r.settle(0, false);
+  EXPECT_EQ(r.alternative_for(0), bcasts[1]);
+  EXPECT_EQ(r.on_trial, 0b101);
+  EXPECT_EQ(r.challenged, 0b101);
+  r.settle(0, false);
+  EXPECT_EQ(r.alternative_for(0), nullptr);
+  EXPECT_EQ(r.on_trial, 0b100);
+  EXPECT_EQ(r.alternative_for(2), bcasts[1]);
+  // The second taking the pattern: it stays, and nothing is on trial.
+  r.settle(2, false);
+  EXPECT_EQ(r.alternative_for(2), bcasts[0]);
+  r.settle(2, true);
+  EXPECT_EQ(r.alternative_for(2), bcasts[0]);
+  EXPECT_EQ(r.on_trial, 0);
+  EXPECT_EQ(r.challenged, 0);
+  // The model's own choice returned to the library: no challenger follows.
+  alg::Remembered own{.algorithm = bcasts[0], .on_trial = 1, .collective = Collective::bcast};
+  own.next_challenger = {2, 0, 0};
+  own.settle(0, false);
+  EXPECT_EQ(own.alternative_for(0), nullptr);
+  EXPECT_EQ(own.on_trial, 0);
+}
+
 TEST(Decisions, ForgettingDropsEverything) {
   alg::remember_decision(bcast_key(3), {.algorithm = marker(5)});
   ASSERT_NE(alg::recall_decision(bcast_key(3)), nullptr);

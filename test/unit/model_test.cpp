@@ -718,6 +718,37 @@ TEST(Model, ARankCountNotTimedKeepsTheLibraryWithoutAgreement) {
   EXPECT_NE(alg::choose(nodes, defaults(), m).source, Source::other_ranks);
 }
 
+TEST(Model, ARankCountNotTimedOffersTheLeaderOfAFartherCountNext) {
+  // binomial leads on 4 ranks, scatter_allgather on 3, the library on 2:
+  // no agreement. On 6 (and 5) ranks the challengers are the leaders of
+  // the timed counts, nearest first.
+  topo::Profile p = two_level_wins();
+  const std::pair<int, std::pair<double, double>> counts[] = {{2, {0.8, 0.7}}, {3, {0.9, 1.3}}, {4, {2.0, 1.2}}};
+  for (auto [ranks, leads] : counts)
+    for (int64_t bytes : {int64_t{1024}, int64_t{4096}, int64_t{16384}}) {
+      const double t = 10e-6 * static_cast<double>(bytes) / 1024;
+      p.collectives.push_back(point("bcast", bytes,
+                                    {{"library", t, 0.02},
+                                     {"binomial", t / leads.first, 0.02},
+                                     {"scatter_allgather", t / leads.second, 0.02}},
+                                    ranks, 1, ranks));
+    }
+  const alg::CostModel m = alg::cost_model_from_profile(p);
+  for (int ranks : {5, 6}) {
+    const alg::Choice c = alg::choose(bcast_on(ranks), defaults(), m);
+    EXPECT_EQ(name(c), "library") << ranks;
+    ASSERT_NE(c.challenger, nullptr) << ranks;
+    ASSERT_NE(c.next_challenger, nullptr) << ranks;
+    EXPECT_EQ(c.challenger->name, "binomial") << ranks;
+    EXPECT_EQ(c.next_challenger->name, "scatter_allgather") << ranks;
+  }
+  const std::string text = alg::explain(bcast_on(6), defaults(), m);
+  EXPECT_NE(text.find("where it does not, then scatter_allgather"), std::string::npos) << text;
+  // Every timed count led by the same one: no second challenger.
+  const alg::CostModel split = alg::cost_model_from_profile(bcast_ladder({{2, 1.6}, {3, 0.8}, {4, 2.0}}));
+  EXPECT_EQ(alg::choose(bcast_on(6), defaults(), split).next_challenger, nullptr);
+}
+
 TEST(Model, ChooseAllocatesNothingAndCountsDecisions) {
   const alg::CostModel m = alg::cost_model_from_profile(two_level_wins());
   const alg::Tuning t = defaults(), forced = rules(Collective::allreduce, "0-inf:ring");
