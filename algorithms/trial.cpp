@@ -165,8 +165,7 @@ Verdict settle(const Trial& t, const Call& c, const Hierarchy& h) {
         std::string(collective_name(c.collective)).c_str(), static_cast<long long>(size) * c.count, h.size,
         condition_name(t.key.condition), std::string(t.key.algorithm->name).c_str(), slowest[0] * per_call * 1e6,
         slowest[1] * per_call * 1e6, n, wins, n, challenger ? "challenger " : "",
-        keep ? (challenger ? "taken" : "kept")
-             : (challenger ? "not taken" : "returned to the library"));
+        keep ? (challenger ? "taken" : "kept") : (challenger ? "not taken" : "returned to the library"));
   }
   return v;
 }

@@ -727,11 +727,10 @@ TEST(Model, ARankCountNotTimedOffersTheLeaderOfAFartherCountNext) {
   for (auto [ranks, leads] : counts)
     for (int64_t bytes : {int64_t{1024}, int64_t{4096}, int64_t{16384}}) {
       const double t = 10e-6 * static_cast<double>(bytes) / 1024;
-      p.collectives.push_back(point("bcast", bytes,
-                                    {{"library", t, 0.02},
-                                     {"binomial", t / leads.first, 0.02},
-                                     {"scatter_allgather", t / leads.second, 0.02}},
-                                    ranks, 1, ranks));
+      p.collectives.push_back(point(
+          "bcast", bytes,
+          {{"library", t, 0.02}, {"binomial", t / leads.first, 0.02}, {"scatter_allgather", t / leads.second, 0.02}},
+          ranks, 1, ranks));
     }
   const alg::CostModel m = alg::cost_model_from_profile(p);
   for (int ranks : {5, 6}) {
