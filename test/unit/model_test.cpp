@@ -743,6 +743,23 @@ TEST(Model, ARankCountNotTimedOffersTheLeaderOfAFartherCountNext) {
   }
   const std::string text = alg::explain(bcast_on(6), defaults(), m);
   EXPECT_NE(text.find("where it does not, then scatter_allgather"), std::string::npos) << text;
+  // Two counts as near (4 and 8 for 6 ranks): the larger one's leader first.
+  topo::Profile tie = two_level_wins();
+  const std::pair<int, std::pair<double, double>> around[] = {{4, {2.0, 0.7}}, {8, {0.8, 1.5}}};
+  for (auto [ranks, leads] : around)
+    for (int64_t bytes : {int64_t{1024}, int64_t{4096}, int64_t{16384}}) {
+      const double t = 10e-6 * static_cast<double>(bytes) / 1024;
+      tie.collectives.push_back(point(
+          "bcast", bytes,
+          {{"library", t, 0.02}, {"binomial", t / leads.first, 0.02}, {"scatter_allgather", t / leads.second, 0.02}},
+          ranks, 1, ranks));
+    }
+  const alg::Choice between = alg::choose(bcast_on(6), defaults(), alg::cost_model_from_profile(tie));
+  EXPECT_EQ(name(between), "library");
+  ASSERT_NE(between.challenger, nullptr);
+  ASSERT_NE(between.next_challenger, nullptr);
+  EXPECT_EQ(between.challenger->name, "scatter_allgather");
+  EXPECT_EQ(between.next_challenger->name, "binomial");
   // Every timed count led by the same one: no second challenger.
   const alg::CostModel split = alg::cost_model_from_profile(bcast_ladder({{2, 1.6}, {3, 0.8}, {4, 2.0}}));
   EXPECT_EQ(alg::choose(bcast_on(6), defaults(), split).next_challenger, nullptr);
