@@ -76,8 +76,9 @@ topo::CollectivePoint point_here(const char* collective, int64_t bytes,
 }
 
 // A profile of this machine in which `fast` is twice as fast as everything
-// else for allreduce at 1-16 KiB.
-topo::Profile profile_where(const std::string& fast) {
+// else for allreduce at 1-16 KiB; with `more_ranks`, timed on that many ranks
+// more than this job has (a count the job's own is not).
+topo::Profile profile_where(const std::string& fast, int more_ranks = 0) {
   topo::Profile p;
   p.fingerprint = topo::current_fingerprint();
   p.created = topo::utc_timestamp();
@@ -86,7 +87,11 @@ topo::Profile profile_where(const std::string& fast) {
     const double base = 1e-5 * static_cast<double>(bytes) / 1024;
     for (const char* name : {"library", "recursive_doubling", "rabenseifner", "ring", "two_level", "lanes"})
       times.emplace_back(name, name == fast ? base / 2 : base);
-    p.collectives.push_back(point_here("allreduce", bytes, times));
+    topo::CollectivePoint pt = point_here("allreduce", bytes, times);
+    pt.ranks += more_ranks;
+    pt.ranks_per_node += more_ranks;
+    pt.min_ranks_per_node += more_ranks;
+    p.collectives.push_back(pt);
   }
   topo::LevelFit intra;
   intra.alpha = 1e-6;
@@ -109,6 +114,15 @@ topo::Profile profile_where_binomial_leads_a_moved_root() {
     prof.collectives.push_back(pt);
   }
   return prof;
+}
+
+// VENEER_TRIAL set to `value` (null: unset), the configuration and the
+// collectives' rules read again.
+void set_trial(const char* value) {
+  if (value) setenv("VENEER_TRIAL", value, 1);
+  else unsetenv("VENEER_TRIAL");
+  reload_config();
+  alg::collectives_init();
 }
 
 // Calls of `collective` this rank counted for `algorithm` since the last reset.
@@ -628,9 +642,7 @@ TEST_F(ProfileLoading, RankTheLibraryWillNotTellKeepsTheDefaults) {
 // result is the library's.
 TEST_F(ProfileLoading, TheModelsChoiceIsTriedOnTheJobsOwnCalls) {
   if (world_size() < 2) GTEST_SKIP() << "one rank passes through";
-  setenv("VENEER_TRIAL", "4", 1);
-  reload_config();
-  alg::collectives_init();
+  set_trial("4");
   ASSERT_EQ(load(file("good.json", topo::profile_text(profile_where("two_level")))).info.status, ProfileStatus::loaded);
   MPI_Comm comm = MPI_COMM_NULL;  // its own trials
   ASSERT_EQ(PMPI_Comm_dup(MPI_COMM_WORLD, &comm), MPI_SUCCESS);
@@ -663,9 +675,7 @@ TEST_F(ProfileLoading, TheModelsChoiceIsTriedOnTheJobsOwnCalls) {
   alg::collectives_init();
 
   // Off: the model's choice from the first call.
-  setenv("VENEER_TRIAL", "0", 1);
-  reload_config();
-  alg::collectives_init();
+  set_trial("0");
   ASSERT_EQ(load(file("good.json", topo::profile_text(profile_where("two_level")))).info.status, ProfileStatus::loaded);
   alg::reset_collectives_counts();
   for (int round = 0; round < 5; ++round) allreduce(round);
@@ -682,15 +692,8 @@ TEST_F(ProfileLoading, TheModelsChoiceIsTriedOnTheJobsOwnCalls) {
 // its choice runs from the first call, untried. Every result is the library's.
 TEST_F(ProfileLoading, ARankCountTheProfileDidNotTimeIsTriedOnTheJobsCalls) {
   if (world_size() < 2) GTEST_SKIP() << "one rank passes through";
-  unsetenv("VENEER_TRIAL");
-  reload_config();
-  alg::collectives_init();
-  topo::Profile other_count = profile_where("two_level");
-  for (topo::CollectivePoint& pt : other_count.collectives) {
-    pt.ranks += 1;
-    pt.ranks_per_node += 1;
-    pt.min_ranks_per_node += 1;
-  }
+  set_trial(nullptr);
+  const topo::Profile other_count = profile_where("two_level", 1);
   ASSERT_EQ(load(file("other_count.json", topo::profile_text(other_count))).info.status, ProfileStatus::loaded);
   MPI_Comm comm = MPI_COMM_NULL;
   ASSERT_EQ(PMPI_Comm_dup(MPI_COMM_WORLD, &comm), MPI_SUCCESS);
@@ -724,9 +727,7 @@ TEST_F(ProfileLoading, ARankCountTheProfileDidNotTimeIsTriedOnTheJobsCalls) {
   for (int round = 0; round < 5; ++round) allreduce(round);
   EXPECT_EQ(calls("two_level"), 5u);
   PMPI_Comm_free(&comm);
-  setenv("VENEER_TRIAL", "0", 1);
-  reload_config();
-  alg::collectives_init();
+  set_trial("0");
 }
 
 // Two counts timed, neither this job's: two_level led on the nearer (one
@@ -736,21 +737,9 @@ TEST_F(ProfileLoading, ARankCountTheProfileDidNotTimeIsTriedOnTheJobsCalls) {
 // same on every rank. Every result is the library's.
 TEST_F(ProfileLoading, WhereTheFirstChallengerIsNotTakenTheNextIsTried) {
   if (world_size() < 2) GTEST_SKIP() << "one rank passes through";
-  unsetenv("VENEER_TRIAL");
-  reload_config();
-  alg::collectives_init();
-  topo::Profile two_counts = profile_where("two_level");
-  for (topo::CollectivePoint& pt : two_counts.collectives) {
-    pt.ranks += 1;
-    pt.ranks_per_node += 1;
-    pt.min_ranks_per_node += 1;
-  }
-  for (topo::CollectivePoint pt : profile_where("ring").collectives) {
-    pt.ranks += 2;
-    pt.ranks_per_node += 2;
-    pt.min_ranks_per_node += 2;
-    two_counts.collectives.push_back(pt);
-  }
+  set_trial(nullptr);
+  topo::Profile two_counts = profile_where("two_level", 1);
+  for (const topo::CollectivePoint& pt : profile_where("ring", 2).collectives) two_counts.collectives.push_back(pt);
   ASSERT_EQ(load(file("two_counts.json", topo::profile_text(two_counts))).info.status, ProfileStatus::loaded);
   MPI_Comm comm = MPI_COMM_NULL;
   ASSERT_EQ(PMPI_Comm_dup(MPI_COMM_WORLD, &comm), MPI_SUCCESS);
@@ -790,9 +779,7 @@ TEST_F(ProfileLoading, WhereTheFirstChallengerIsNotTakenTheNextIsTried) {
   EXPECT_EQ(lowest, highest) << "every rank runs the same side";
   EXPECT_EQ(by_veneer == 64u + 6u || by_veneer == 96u + 6u, second.taken == 1u) << by_veneer;
   PMPI_Comm_free(&comm);
-  setenv("VENEER_TRIAL", "0", 1);
-  reload_config();
-  alg::collectives_init();
+  set_trial("0");
 }
 
 // A broadcast whose root moves on every call: binomial (the model's choice
@@ -801,9 +788,7 @@ TEST_F(ProfileLoading, WhereTheFirstChallengerIsNotTakenTheNextIsTried) {
 TEST_F(ProfileLoading, AMovedRootsChoiceIsTriedAcrossRoots) {
   const int p = world_size(), me = world_rank();
   if (p < 2) GTEST_SKIP() << "one rank passes through";
-  setenv("VENEER_TRIAL", "2", 1);
-  reload_config();
-  alg::collectives_init();
+  set_trial("2");
   ASSERT_EQ(load(file("roots.json", topo::profile_text(profile_where_binomial_leads_a_moved_root()))).info.status,
             ProfileStatus::loaded);
   MPI_Comm comm = MPI_COMM_NULL;
@@ -830,9 +815,7 @@ TEST_F(ProfileLoading, AMovedRootsChoiceIsTriedAcrossRoots) {
   EXPECT_TRUE(binomial == 4u || binomial == 8u) << binomial;
   EXPECT_EQ(binomial == 8u, alg::trial_counts().kept == 1u);
   PMPI_Comm_free(&comm);
-  setenv("VENEER_TRIAL", "0", 1);
-  reload_config();
-  alg::collectives_init();
+  set_trial("0");
 }
 
 }  // namespace

@@ -718,21 +718,31 @@ TEST(Model, ARankCountNotTimedKeepsTheLibraryWithoutAgreement) {
   EXPECT_NE(alg::choose(nodes, defaults(), m).source, Source::other_ranks);
 }
 
+// Bcast timed on one node at the given rank counts: binomial and
+// scatter_allgather each the given times faster than the library there.
+struct TwoLeads {
+  int ranks;
+  double binomial, scatter_allgather;
+};
+topo::Profile bcast_two_leads(std::initializer_list<TwoLeads> counts) {
+  topo::Profile p = two_level_wins();
+  for (const TwoLeads& c : counts)
+    for (int64_t bytes : {int64_t{1024}, int64_t{4096}, int64_t{16384}}) {
+      const double t = 10e-6 * static_cast<double>(bytes) / 1024;
+      p.collectives.push_back(point("bcast", bytes,
+                                    {{"library", t, 0.02},
+                                     {"binomial", t / c.binomial, 0.02},
+                                     {"scatter_allgather", t / c.scatter_allgather, 0.02}},
+                                    c.ranks, 1, c.ranks));
+    }
+  return p;
+}
+
 TEST(Model, ARankCountNotTimedOffersTheLeaderOfAFartherCountNext) {
   // binomial leads on 4 ranks, scatter_allgather on 3, the library on 2:
   // no agreement. On 6 (and 5) ranks the challengers are the leaders of
   // the timed counts, nearest first.
-  topo::Profile p = two_level_wins();
-  const std::pair<int, std::pair<double, double>> counts[] = {{2, {0.8, 0.7}}, {3, {0.9, 1.3}}, {4, {2.0, 1.2}}};
-  for (auto [ranks, leads] : counts)
-    for (int64_t bytes : {int64_t{1024}, int64_t{4096}, int64_t{16384}}) {
-      const double t = 10e-6 * static_cast<double>(bytes) / 1024;
-      p.collectives.push_back(point(
-          "bcast", bytes,
-          {{"library", t, 0.02}, {"binomial", t / leads.first, 0.02}, {"scatter_allgather", t / leads.second, 0.02}},
-          ranks, 1, ranks));
-    }
-  const alg::CostModel m = alg::cost_model_from_profile(p);
+  const alg::CostModel m = alg::cost_model_from_profile(bcast_two_leads({{2, 0.8, 0.7}, {3, 0.9, 1.3}, {4, 2.0, 1.2}}));
   for (int ranks : {5, 6}) {
     const alg::Choice c = alg::choose(bcast_on(ranks), defaults(), m);
     EXPECT_EQ(name(c), "library") << ranks;
@@ -744,17 +754,8 @@ TEST(Model, ARankCountNotTimedOffersTheLeaderOfAFartherCountNext) {
   const std::string text = alg::explain(bcast_on(6), defaults(), m);
   EXPECT_NE(text.find("where it does not, then scatter_allgather"), std::string::npos) << text;
   // Two counts as near (4 and 8 for 6 ranks): the larger one's leader first.
-  topo::Profile tie = two_level_wins();
-  const std::pair<int, std::pair<double, double>> around[] = {{4, {2.0, 0.7}}, {8, {0.8, 1.5}}};
-  for (auto [ranks, leads] : around)
-    for (int64_t bytes : {int64_t{1024}, int64_t{4096}, int64_t{16384}}) {
-      const double t = 10e-6 * static_cast<double>(bytes) / 1024;
-      tie.collectives.push_back(point(
-          "bcast", bytes,
-          {{"library", t, 0.02}, {"binomial", t / leads.first, 0.02}, {"scatter_allgather", t / leads.second, 0.02}},
-          ranks, 1, ranks));
-    }
-  const alg::Choice between = alg::choose(bcast_on(6), defaults(), alg::cost_model_from_profile(tie));
+  const alg::Choice between = alg::choose(
+      bcast_on(6), defaults(), alg::cost_model_from_profile(bcast_two_leads({{4, 2.0, 0.7}, {8, 0.8, 1.5}})));
   EXPECT_EQ(name(between), "library");
   ASSERT_NE(between.challenger, nullptr);
   ASSERT_NE(between.next_challenger, nullptr);
