@@ -35,7 +35,9 @@ struct TrialKey {
 
 struct Trial {
   TrialKey key;
-  int calls = 0;  // calls of this key so far, on every rank alike
+  int calls = 0;        // calls of this key so far, on every rank alike
+  int block_calls = 0;  // calls per block (block_calls_for)
+  int pairs = 0;        // block pairs the trial runs (blocks of each side)
   Verdict verdict = Verdict::trying;
   double block = 0;                   // seconds of the current block so far
   std::vector<double> mine, library;  // seconds per finished block
@@ -47,8 +49,12 @@ struct Trial {
 // call waits for it to catch up), so timed one call at a time, each side
 // would be charged the other's lag. Within a block the lag a call leaves
 // falls on a call of the same side, and the block's first call absorbs the
-// lag of the block before.
+// lag of the block before. Above kFullTrialBytes a call, blocks of two: the
+// lag is a small part of such a call, and every call of a slower side costs
+// the job as much as hundreds of small ones.
 constexpr int kBlock = 4;
+constexpr int kLargeBlock = 2;
+constexpr int64_t kFullTrialBytes = int64_t{64} << 10;
 // The library takes the shape back only where it led by more than this:
 // the model's choice rests on the calibration's many calls, a trial on a
 // few of the job's, so a near tie keeps the choice and a trial overturns
@@ -111,11 +117,15 @@ const char* condition_name(uint8_t condition) {
   return condition == 1 ? ", root moved" : condition == 2 ? ", first since a barrier" : "";
 }
 
+std::atomic<const Algorithm*> g_handicapped{nullptr};
+std::atomic<double> g_handicap{0};
+
 // Runs the call by `a` (or the library), timed; counted as the report counts calls.
 int timed(const Algorithm* a, const Call& c, const Hierarchy& h, double* seconds) {
   const auto start = std::chrono::steady_clock::now();
   const int rc = a ? execute(*a, c, h) : run_library(c, h.parent);
   *seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (a == g_handicapped.load(std::memory_order_relaxed)) *seconds += g_handicap.load(std::memory_order_relaxed);
   count_call(c.collective, a);
   return rc;
 }
@@ -130,7 +140,6 @@ int timed(const Algorithm* a, const Call& c, const Hierarchy& h, double* seconds
 // it gained at least after_barrier_min_gain a call: on 5-6 ranks over 2
 // cores, a median alone let small broadcasts between barriers go to
 // binomial at 0.6-0.9x of the library.
-constexpr double kChallengerWins = 0.75;
 Verdict settle(const Trial& t, const Call& c, const Hierarchy& h) {
   const size_t n = std::min(t.mine.size(), t.library.size());  // the same on every rank
   std::vector<double> blocks(t.mine.begin(), t.mine.begin() + static_cast<std::ptrdiff_t>(n));
@@ -146,12 +155,12 @@ Verdict settle(const Trial& t, const Call& c, const Hierarchy& h) {
   const double slowest[2] = {median(mine), median(library)};
   size_t wins = 0;
   for (size_t i = 0; i < n; ++i) wins += mine[i] < library[i] ? 1 : 0;
-  constexpr double per_call = 1.0 / (kBlock - 1);
+  const double per_call = 1.0 / (t.block_calls - 1);
   const bool challenger = t.key.challenger;
   bool keep = slowest[0] <= slowest[1] * kOverturn;
   if (challenger)
     keep = slowest[0] * kOverturn < slowest[1] &&
-           static_cast<double>(wins) >= kChallengerWins * static_cast<double>(n) &&
+           wins >= pairs_to_win(n) &&
            (t.key.condition != 2 || (slowest[1] - slowest[0]) * per_call >= after_barrier_min_gain);
   const Verdict v = keep ? Verdict::keep : Verdict::drop;
   if (challenger) (keep ? g_taken : g_not_taken).fetch_add(1, std::memory_order_relaxed);
@@ -170,21 +179,55 @@ Verdict settle(const Trial& t, const Call& c, const Hierarchy& h) {
   return v;
 }
 
-// Blocks of each side: VENEER_TRIAL calls (rounded up to whole blocks) up
-// to kFullTrialBytes a call, fewer above in proportion to the bytes, down to
-// two blocks a side. A large call's time varies less from call to call, and
-// a trial of a slow choice costs in proportion to its calls: with a full
-// trial of 1 MiB calls, a job of 60 calls spent half of them on it. Bytes,
-// not times, so that every rank counts the same blocks.
-constexpr int64_t kFullTrialBytes = int64_t{64} << 10;
-int blocks_for(const Call& c) {
-  const int full = std::max(1, (config().trial_calls + kBlock - 1) / kBlock);
+int64_t bytes_of(const Call& c) {
   int size = 0;
   if (c.type != MPI_DATATYPE_NULL) PMPI_Type_size(c.type, &size);
-  const int64_t bytes = static_cast<int64_t>(size) * c.count;
+  return static_cast<int64_t>(size) * c.count;
+}
+
+int block_calls_for(const Call& c) { return bytes_of(c) > kFullTrialBytes ? kLargeBlock : kBlock; }
+
+// Blocks of each side: VENEER_TRIAL calls (rounded up to whole blocks of
+// four) up to kFullTrialBytes a call, fewer above in proportion to the
+// bytes, down to two blocks a side. A large call's time varies less from
+// call to call, and a trial of a slow choice costs in proportion to its
+// calls: with a full trial of 1 MiB calls, a job of 60 calls spent half of
+// them on it. Bytes, not times, so that every rank counts the same blocks.
+int blocks_for(const Call& c) {
+  const int full = std::max(1, (config().trial_calls + kBlock - 1) / kBlock);
+  const int64_t bytes = bytes_of(c);
   if (bytes <= kFullTrialBytes) return full;
   const int64_t scaled = full * kFullTrialBytes / bytes;
   return static_cast<int>(std::clamp<int64_t>(scaled, std::min(full, 2), full));
+}
+
+// A large call's challenger whose blocks so far have lost more pairs than
+// the trial allows cannot take the shape whatever its remaining blocks do:
+// its trial ends there (one allreduce of the blocks so far, on every rank
+// alike, after each pair), so that the job does not run the rest of a
+// losing side's calls. Small calls finish their trial instead: there the
+// extra allreduce would cost about as much as the calls it saves.
+Verdict stop_early(const Trial& t, const Call& c, const Hierarchy& h) {
+  const size_t n = std::min(t.mine.size(), t.library.size());
+  std::vector<double> blocks(t.mine.begin(), t.mine.begin() + static_cast<std::ptrdiff_t>(n));
+  blocks.insert(blocks.end(), t.library.begin(), t.library.begin() + static_cast<std::ptrdiff_t>(n));
+  const bool agreed =
+      PMPI_Allreduce(MPI_IN_PLACE, blocks.data(), static_cast<int>(blocks.size()), MPI_DOUBLE, MPI_MAX, h.parent) ==
+      MPI_SUCCESS;  // on every rank or on none, as in settle
+  size_t wins = 0;
+  for (size_t i = 0; i < n; ++i) wins += blocks[i] < blocks[n + i] ? 1 : 0;
+  const size_t total = static_cast<size_t>(t.pairs);
+  if (agreed && wins + (total - n) >= pairs_to_win(total)) return Verdict::trying;
+  g_not_taken.fetch_add(1, std::memory_order_relaxed);
+  if (h.rank == 0 && config().log_level >= LogLevel::info) {
+    log(LogLevel::info,
+        "trial: %s of %lld bytes on %d ranks%s: %s lost %zu of the first %zu block pairs to the library (each "
+        "block's slowest rank), of %zu it had to win %zu: challenger not taken",
+        std::string(collective_name(c.collective)).c_str(), static_cast<long long>(bytes_of(c)), h.size,
+        condition_name(t.key.condition), std::string(t.key.algorithm->name).c_str(), n - wins, n, total,
+        pairs_to_win(total));
+  }
+  return Verdict::drop;
 }
 
 }  // namespace
@@ -196,13 +239,12 @@ bool triable(const Call& c) {
 
 Verdict trial_run(const Algorithm& a, const Call& c, const Hierarchy& h, uint8_t condition, bool challenger,
                   std::optional<int>* ran) {
-  const int blocks_per_side = blocks_for(c);
   const TrialKey key = key_of(c, condition, a, challenger);
   TrialBook& book = book_of(h);
   auto find = [&] {
     return std::find_if(book.trials.begin(), book.trials.end(), [&](const Trial& t) { return t.key == key; });
   };
-  int call = 0;
+  int call = 0, block_calls = kBlock, pairs = 0;
   {
     std::lock_guard<std::mutex> guard(book.lock);
     auto it = find();
@@ -211,13 +253,17 @@ Verdict trial_run(const Algorithm& a, const Call& c, const Hierarchy& h, uint8_t
       if (book.trials.size() >= kMaxTrials) return challenger ? Verdict::drop : Verdict::keep;
       it = book.trials.emplace(book.trials.end());
       it->key = key;
+      it->block_calls = block_calls_for(c);
+      it->pairs = blocks_for(c);
     }
     if (it->verdict != Verdict::trying) return it->verdict;
     call = it->calls++;
+    block_calls = it->block_calls;
+    pairs = it->pairs;
   }
   // Blocks alternate algorithm, library, library, algorithm, ... so that a
   // trend across the calls weighs on both sides alike.
-  const int block = call / kBlock, position = call % kBlock;
+  const int block = call / block_calls, position = call % block_calls;
   // The model's own choice runs the first block (the library's, against a
   // challenger), so that a shape the job calls a few times only, as a code
   // whose counts change from call to call does, runs what the model chose.
@@ -226,18 +272,23 @@ Verdict trial_run(const Algorithm& a, const Call& c, const Hierarchy& h, uint8_t
   *ran = timed(algorithm_side ? &a : nullptr, c, h, &seconds);
 
   Trial done;
+  bool last = false;
   {
     std::lock_guard<std::mutex> guard(book.lock);
     auto it = find();
     if (it == book.trials.end()) return Verdict::trying;
     if (position > 0) it->block += seconds;
-    if (position < kBlock - 1) return Verdict::trying;
+    if (position < block_calls - 1) return Verdict::trying;
     (algorithm_side ? it->mine : it->library).push_back(it->block);
     it->block = 0;
-    if (block + 1 < 2 * blocks_per_side) return Verdict::trying;
+    last = block + 1 >= 2 * pairs;
+    // A pair is complete after every odd block (the order above).
+    const bool check = !last && challenger && block % 2 == 1 && block_calls == kLargeBlock;
+    if (!last && !check) return Verdict::trying;
     done = *it;
   }
-  const Verdict v = settle(done, c, h);
+  const Verdict v = last ? settle(done, c, h) : stop_early(done, c, h);
+  if (v == Verdict::trying) return v;
   std::lock_guard<std::mutex> guard(book.lock);
   auto it = find();
   if (it != book.trials.end()) {
@@ -246,6 +297,13 @@ Verdict trial_run(const Algorithm& a, const Call& c, const Hierarchy& h, uint8_t
     it->library = {};
   }
   return v;
+}
+
+size_t pairs_to_win(size_t pairs) { return (3 * pairs + 3) / 4; }
+
+void handicap_for_testing(const Algorithm* a, double seconds) {
+  g_handicap.store(seconds, std::memory_order_relaxed);
+  g_handicapped.store(seconds > 0 ? a : nullptr, std::memory_order_relaxed);
 }
 
 TrialCounts trial_counts() {

@@ -3,13 +3,13 @@
 // Trials: a choice the model made for a collective (one of Veneer's
 // algorithms where the library was allowed) is confirmed on the
 // application's own calls before it is kept. The first calls of each
-// distinct shape on a communicator run in blocks of four, the algorithm's
-// and the library's alternating, each timed on every rank over all but its
-// first call; after VENEER_TRIAL calls of each side (rounded up to whole
-// blocks; fewer above 64 KiB a call), one allreduce on the communicator
-// finds each block's slowest rank, and where the library's median of those
-// led by more than 10% the library serves that shape from then on;
-// otherwise the algorithm stays.
+// distinct shape on a communicator run in blocks of four (two above 64 KiB
+// a call), the algorithm's and the library's alternating, each timed on
+// every rank over all but its first call; after VENEER_TRIAL calls of each
+// side (rounded up to whole blocks of four; fewer above 64 KiB a call), one
+// allreduce on the communicator finds each block's slowest rank, and where
+// the library's median of those led by more than 10% the library serves
+// that shape from then on; otherwise the algorithm stays.
 //
 // This is what makes a choice hold on patterns the calibration did not time
 // (compute between calls, other rank counts, a rotating root, sizes between
@@ -31,6 +31,7 @@
 // MPI_IN_PLACE, which only a reduce's root may give), and the calls of one
 // key come in the same order on every rank. Calls with derived types, and
 // choices a rule forced, are not tried.
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -57,6 +58,16 @@ bool triable(const Call& c);
 // and the verdict says by whom it should be.
 Verdict trial_run(const Algorithm& a, const Call& c, const Hierarchy& h, uint8_t condition, bool challenger,
                   std::optional<int>* ran);
+
+// Block pairs a challenger must win, of `pairs` (three in four, rounded
+// up), beside leading the library's median by more than 10%. A challenger
+// of calls above 64 KiB whose lost pairs already rule that out ends its
+// trial at once, without running its remaining blocks.
+size_t pairs_to_win(size_t pairs);
+
+// Tests: every trial call of `a` counts `seconds` more on this rank (0: none;
+// `a` null: the library's calls).
+void handicap_for_testing(const Algorithm* a, double seconds);
 
 // Trials ended in this process: of the model's choices, kept (the algorithm
 // was not slower on the application's calls beyond the margin) and dropped

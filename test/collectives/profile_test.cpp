@@ -782,6 +782,77 @@ TEST_F(ProfileLoading, WhereTheFirstChallengerIsNotTakenTheNextIsTried) {
   set_trial("0");
 }
 
+// Calls above 64 KiB (256 KiB here) on a rank count the profile did not
+// time: blocks of two calls, two of each side. A challenger that lost the
+// first pair (its calls made to look a second slower) cannot win both, so
+// its trial ends there, after two calls of each side, and the library
+// serves the shape. One that won the first pair (the library's calls made
+// to look slower) runs its second block and takes the shape after four
+// calls of each side. Every result is the library's, every rank alike.
+TEST_F(ProfileLoading, ALargeCallsChallengerThatCannotWinStopsEarly) {
+  if (world_size() < 2) GTEST_SKIP() << "one rank passes through";
+  set_trial(nullptr);
+  // The profile above, with 256 KiB timed the same way (two_level twice as fast).
+  topo::Profile large = profile_where("two_level", 1);
+  topo::CollectivePoint pt = large.collectives.back();
+  pt.bytes = 262144;
+  for (auto& [name, timing] : pt.times) timing.median *= 16;
+  large.collectives.push_back(pt);
+  ASSERT_EQ(load(file("other_count_large.json", topo::profile_text(large))).info.status, ProfileStatus::loaded);
+  const alg::Algorithm* two_level = alg::find_algorithm(alg::Collective::allreduce, "two_level");
+  ASSERT_NE(two_level, nullptr);
+  auto calls = [](const char* algorithm) { return calls_of(alg::Collective::allreduce, algorithm); };
+  constexpr int kCount = 32768;  // doubles: 256 KiB
+  std::vector<double> in(kCount), out(kCount), ref(kCount);
+  auto allreduce = [&](MPI_Comm comm, int round) {
+    for (size_t i = 0; i < in.size(); ++i)
+      in[i] = static_cast<double>((i * 7 + static_cast<size_t>(round)) % 13 + static_cast<size_t>(world_rank()));
+    ASSERT_EQ(MPI_Allreduce(in.data(), out.data(), kCount, MPI_DOUBLE, MPI_SUM, comm), MPI_SUCCESS);
+    PMPI_Allreduce(in.data(), ref.data(), kCount, MPI_DOUBLE, MPI_SUM, comm);
+    ASSERT_EQ(out, ref) << "round " << round;
+  };
+  auto same_everywhere = [](uint64_t mine, MPI_Comm comm) {
+    uint64_t lowest = 0, highest = 0;
+    PMPI_Allreduce(&mine, &lowest, 1, MPI_UINT64_T, MPI_MIN, comm);
+    PMPI_Allreduce(&mine, &highest, 1, MPI_UINT64_T, MPI_MAX, comm);
+    return lowest == highest;
+  };
+
+  // Slower: two calls of each side, then the library.
+  MPI_Comm comm = MPI_COMM_NULL;
+  ASSERT_EQ(PMPI_Comm_dup(MPI_COMM_WORLD, &comm), MPI_SUCCESS);
+  alg::reset_collectives_counts();
+  alg::reset_trial_counts();
+  alg::handicap_for_testing(two_level, 1.0);
+  for (int round = 0; round < 4; ++round) allreduce(comm, round);
+  alg::handicap_for_testing(nullptr, 0);
+  EXPECT_EQ(calls("library"), 2u);
+  EXPECT_EQ(calls("two_level"), 2u);
+  EXPECT_EQ(alg::trial_counts().not_taken, 1u);
+  EXPECT_EQ(alg::trial_counts().taken, 0u);
+  for (int round = 4; round < 10; ++round) allreduce(comm, round);
+  EXPECT_EQ(calls("two_level"), 2u);
+  EXPECT_EQ(calls("library"), 8u);
+  EXPECT_TRUE(same_everywhere(calls("two_level"), comm)) << "every rank runs the same side";
+  PMPI_Comm_free(&comm);
+
+  // Faster: four calls of each side, then two_level.
+  ASSERT_EQ(PMPI_Comm_dup(MPI_COMM_WORLD, &comm), MPI_SUCCESS);
+  alg::reset_collectives_counts();
+  alg::reset_trial_counts();
+  alg::handicap_for_testing(nullptr, 1.0);
+  for (int round = 0; round < 8; ++round) allreduce(comm, round);
+  alg::handicap_for_testing(nullptr, 0);
+  EXPECT_EQ(calls("library"), 4u);
+  EXPECT_EQ(calls("two_level"), 4u);
+  EXPECT_EQ(alg::trial_counts().taken, 1u);
+  for (int round = 8; round < 14; ++round) allreduce(comm, round);
+  EXPECT_EQ(calls("two_level"), 10u);
+  EXPECT_TRUE(same_everywhere(calls("two_level"), comm)) << "every rank runs the same side";
+  PMPI_Comm_free(&comm);
+  set_trial("0");
+}
+
 // A broadcast whose root moves on every call: binomial (the model's choice
 // for a moved root) is tried on those calls alone, keyed without the root,
 // and every rank receives the root's data throughout.

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "algorithms/decisions.h"
+#include "algorithms/trial.h"
 
 namespace veneer::test {
 namespace {
@@ -113,6 +114,13 @@ TEST(Decisions, AChallengerNotTakenHandsThePatternToTheNextOne) {
   own.settle(0, false);
   EXPECT_EQ(own.alternative_for(0), nullptr);
   EXPECT_EQ(own.on_trial, 0);
+}
+
+// A challenger must win three in four of its block pairs, rounded up:
+// both of two, all of three, six of eight.
+TEST(Decisions, AChallengerWinsThreeInFourOfItsPairs) {
+  const std::vector<size_t> needed{0, 1, 2, 3, 3, 4, 5, 6, 6};
+  for (size_t pairs = 0; pairs < needed.size(); ++pairs) EXPECT_EQ(alg::pairs_to_win(pairs), needed[pairs]) << pairs;
 }
 
 TEST(Decisions, ForgettingDropsEverything) {
