@@ -159,8 +159,7 @@ Verdict settle(const Trial& t, const Call& c, const Hierarchy& h) {
   const bool challenger = t.key.challenger;
   bool keep = slowest[0] <= slowest[1] * kOverturn;
   if (challenger)
-    keep = slowest[0] * kOverturn < slowest[1] &&
-           wins >= pairs_to_win(n) &&
+    keep = slowest[0] * kOverturn < slowest[1] && wins >= pairs_to_win(n) &&
            (t.key.condition != 2 || (slowest[1] - slowest[0]) * per_call >= after_barrier_min_gain);
   const Verdict v = keep ? Verdict::keep : Verdict::drop;
   if (challenger) (keep ? g_taken : g_not_taken).fetch_add(1, std::memory_order_relaxed);
@@ -211,9 +210,8 @@ Verdict stop_early(const Trial& t, const Call& c, const Hierarchy& h) {
   const size_t n = std::min(t.mine.size(), t.library.size());
   std::vector<double> blocks(t.mine.begin(), t.mine.begin() + static_cast<std::ptrdiff_t>(n));
   blocks.insert(blocks.end(), t.library.begin(), t.library.begin() + static_cast<std::ptrdiff_t>(n));
-  const bool agreed =
-      PMPI_Allreduce(MPI_IN_PLACE, blocks.data(), static_cast<int>(blocks.size()), MPI_DOUBLE, MPI_MAX, h.parent) ==
-      MPI_SUCCESS;  // on every rank or on none, as in settle
+  const bool agreed = PMPI_Allreduce(MPI_IN_PLACE, blocks.data(), static_cast<int>(blocks.size()), MPI_DOUBLE, MPI_MAX,
+                                     h.parent) == MPI_SUCCESS;  // on every rank or on none, as in settle
   size_t wins = 0;
   for (size_t i = 0; i < n; ++i) wins += blocks[i] < blocks[n + i] ? 1 : 0;
   const size_t total = static_cast<size_t>(t.pairs);
