@@ -42,6 +42,10 @@ struct Requirements {
   bool in_place = true;              // accepts MPI_IN_PLACE
   bool count_at_least_p = false;     // at least one element per rank
   bool node_data_at_leader = false;  // a node's whole data meets at its leader: bytes x ranks per node < 2 GiB
+  // Chosen by the model only where each rank's block to each other rank
+  // (alltoall: bytes / ranks) is at most this; 0: any size. A rule naming
+  // the algorithm alone still runs it above (offered() below).
+  int64_t chosen_max_block = 0;
 };
 
 // A call as every rank sees it: only arguments MPI requires to be identical
@@ -105,5 +109,8 @@ const Algorithm* find_algorithm(Collective c, std::string_view name);
 
 // Whether `a` may run a call of this shape; if not, `why_not` says which condition failed.
 bool eligible(const Algorithm& a, const Shape& s, std::string* why_not = nullptr);
+// Eligible, and within what the model may choose it for (chosen_max_block):
+// what the model, the agreement of rank counts and the challengers consider.
+bool offered(const Algorithm& a, const Shape& s, std::string* why_not = nullptr);
 
 }  // namespace veneer::algorithms

@@ -105,4 +105,15 @@ bool eligible(const Algorithm& a, const Shape& s, std::string* why_not) {
   return true;
 }
 
+bool offered(const Algorithm& a, const Shape& s, std::string* why_not) {
+  if (!eligible(a, s, why_not)) return false;
+  if (a.needs.chosen_max_block > 0 && s.bytes > a.needs.chosen_max_block * std::max(s.ranks, 1)) {
+    if (why_not)
+      *why_not = "not chosen above " + std::to_string(a.needs.chosen_max_block >> 10) +
+                 " KiB a block (a rule naming it alone runs it)";
+    return false;
+  }
+  return true;
+}
+
 }  // namespace veneer::algorithms

@@ -114,7 +114,7 @@ OverRankCounts agreed_over_rank_counts(std::span<const Algorithm* const> candida
   }
   if (counts < 2 || s.ranks > 2 * largest) return out;
   for (const Algorithm* a : candidates) {
-    if (!allows(rule, a->name) || !eligible(*a, s)) continue;
+    if (!allows(rule, a->name) || !offered(*a, s)) continue;
     const size_t k = candidate_index(a);
     double lead = std::numeric_limits<double>::infinity();
     for (const MeasuredSeries& ser : m.measured->series) {
@@ -160,7 +160,7 @@ const Algorithm* fastest_on(const MeasuredSeries& ser, std::span<const Algorithm
   const Algorithm* fastest = nullptr;
   double seconds = std::numeric_limits<double>::infinity();
   for (const Algorithm* a : candidates) {
-    if (!allows(rule, a->name) || !eligible(*a, s)) continue;
+    if (!allows(rule, a->name) || !offered(*a, s)) continue;
     const Prediction p = predict_measured(ser, candidate_index(a), s.bytes, s.moving_root, s.after_barrier);
     if (!p.known() || p.source == Source::extrapolated || p.seconds >= seconds) continue;
     fastest = a;
@@ -267,7 +267,7 @@ Choice decide(std::span<const Algorithm* const> candidates, const Shape& s, cons
   Prediction best_behind_time;
   for (;;) {
     for (const Algorithm* a : candidates) {
-      if (!allows(rule, a->name) || !eligible(*a, s)) continue;
+      if (!allows(rule, a->name) || !offered(*a, s)) continue;
       const Prediction p = predict(s, a, m, series);
       if (!p.known()) continue;
       // Measured slower than the library in one of this pattern's
@@ -460,11 +460,12 @@ std::string explain(const Shape& s, const Tuning& t, const CostModel& m) {
   out += line(nullptr);
   for (const Algorithm* a : algorithms_for(s.collective)) {
     std::string why;
-    if (eligible(*a, s, &why)) {
+    if (offered(*a, s, &why)) {
       out += line(a);
     } else {
       char text[256];
-      std::snprintf(text, sizeof text, "  %-22s not eligible: %s\n", std::string(a->name).c_str(), why.c_str());
+      std::snprintf(text, sizeof text, "  %-22s %s%s\n", std::string(a->name).c_str(),
+                    eligible(*a, s) ? "" : "not eligible: ", why.c_str());
       out += text;
     }
   }

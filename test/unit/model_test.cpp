@@ -766,6 +766,32 @@ TEST(Model, ARankCountNotTimedOffersTheLeaderOfAFartherCountNext) {
   EXPECT_EQ(alg::choose(bcast_on(6), defaults(), split).next_challenger, nullptr);
 }
 
+// node_aware measured twice as fast as the library at 1 KiB and at
+// 256 KiB blocks (4 ranks, one node): the model takes it for the small
+// blocks only (chosen_max_block, 64 KiB), on the count timed and as a
+// challenger on one it did not time; a rule naming it alone still runs it.
+TEST(Model, NodeAwareIsNotChosenForLargeBlocks) {
+  topo::Profile p = two_level_wins();
+  for (int64_t bytes : {int64_t{4} << 10, int64_t{1} << 20})
+    p.collectives.push_back(
+        point("alltoall", bytes, {{"library", 2e-9 * bytes, 0.02}, {"node_aware", 1e-9 * bytes, 0.02}}));
+  const alg::CostModel m = alg::cost_model_from_profile(p);
+  EXPECT_EQ(name(alg::choose(one_node(4 << 10, Collective::alltoall), defaults(), m)), "node_aware");
+  EXPECT_EQ(name(alg::choose(one_node(1 << 20, Collective::alltoall), defaults(), m)), "library");
+  alg::Shape five = one_node(int64_t{5} << 20, Collective::alltoall);  // 1 MiB blocks on a count not timed
+  five.ranks = five.min_ranks_per_node = five.max_ranks_per_node = 5;
+  const alg::Choice untimed = alg::choose(five, defaults(), m);
+  EXPECT_EQ(name(untimed), "library");
+  for (const alg::Algorithm* tried : {untimed.challenger, untimed.next_challenger})
+    EXPECT_TRUE(tried == nullptr || tried->name != "node_aware");
+  const alg::Tuning forced = rules(Collective::alltoall, "0-inf:node_aware");
+  const alg::Choice ruled = alg::choose(one_node(1 << 20, Collective::alltoall), forced, m);
+  EXPECT_EQ(name(ruled), "node_aware");
+  EXPECT_EQ(ruled.decision, alg::Decision::forced);
+  const std::string text = alg::explain(one_node(1 << 20, Collective::alltoall), defaults(), m);
+  EXPECT_NE(text.find("not chosen above 64 KiB a block"), std::string::npos) << text;
+}
+
 TEST(Model, ChooseAllocatesNothingAndCountsDecisions) {
   const alg::CostModel m = alg::cost_model_from_profile(two_level_wins());
   const alg::Tuning t = defaults(), forced = rules(Collective::allreduce, "0-inf:ring");
