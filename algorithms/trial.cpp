@@ -140,21 +140,36 @@ int timed(const Algorithm* a, const Call& c, const Hierarchy& h, double* seconds
 // it gained at least after_barrier_min_gain a call: on 5-6 ranks over 2
 // cores, a median alone let small broadcasts between barriers go to
 // binomial at 0.6-0.9x of the library.
-Verdict settle(const Trial& t, const Call& c, const Hierarchy& h) {
-  const size_t n = std::min(t.mine.size(), t.library.size());  // the same on every rank
-  std::vector<double> blocks(t.mine.begin(), t.mine.begin() + static_cast<std::ptrdiff_t>(n));
-  blocks.insert(blocks.end(), t.library.begin(), t.library.begin() + static_cast<std::ptrdiff_t>(n));
+// Each side's finished blocks (as many of each: the fewer, the same on every
+// rank), each as long as on the slowest rank: one allreduce on the
+// communicator, inside this collective call, on every rank alike. False
+// where the library failed it (on every rank or on none).
+bool slowest_blocks(const Trial& t, const Hierarchy& h, std::vector<double>* mine, std::vector<double>* library) {
+  const auto n = static_cast<std::ptrdiff_t>(std::min(t.mine.size(), t.library.size()));
+  std::vector<double> blocks(t.mine.begin(), t.mine.begin() + n);
+  blocks.insert(blocks.end(), t.library.begin(), t.library.begin() + n);
   if (PMPI_Allreduce(MPI_IN_PLACE, blocks.data(), static_cast<int>(blocks.size()), MPI_DOUBLE, MPI_MAX, h.parent) !=
-      MPI_SUCCESS) {
-    // The library failed the allreduce, on every rank or on none: no
-    // measurement to go by, so the library serves the shape.
-    return Verdict::drop;
-  }
-  const std::vector<double> mine(blocks.begin(), blocks.begin() + static_cast<std::ptrdiff_t>(n));
-  const std::vector<double> library(blocks.begin() + static_cast<std::ptrdiff_t>(n), blocks.end());
-  const double slowest[2] = {median(mine), median(library)};
+      MPI_SUCCESS)
+    return false;
+  mine->assign(blocks.begin(), blocks.begin() + n);
+  library->assign(blocks.begin() + n, blocks.end());
+  return true;
+}
+
+// Block pairs (each of the algorithm's blocks against the library's next to it) the algorithm won.
+size_t pairs_won(const std::vector<double>& mine, const std::vector<double>& library) {
   size_t wins = 0;
-  for (size_t i = 0; i < n; ++i) wins += mine[i] < library[i] ? 1 : 0;
+  for (size_t i = 0; i < mine.size(); ++i) wins += mine[i] < library[i] ? 1 : 0;
+  return wins;
+}
+
+Verdict settle(const Trial& t, const Call& c, const Hierarchy& h) {
+  std::vector<double> mine, library;
+  // Where the allreduce failed there is no measurement to go by: the library serves the shape.
+  if (!slowest_blocks(t, h, &mine, &library)) return Verdict::drop;
+  const size_t n = mine.size();
+  const double slowest[2] = {median(mine), median(library)};
+  const size_t wins = pairs_won(mine, library);
   const double per_call = 1.0 / (t.block_calls - 1);
   const bool challenger = t.key.challenger;
   bool keep = slowest[0] <= slowest[1] * kOverturn;
@@ -207,13 +222,9 @@ int blocks_for(const Call& c) {
 // losing side's calls. Small calls finish their trial instead: there the
 // extra allreduce would cost about as much as the calls it saves.
 Verdict stop_early(const Trial& t, const Call& c, const Hierarchy& h) {
-  const size_t n = std::min(t.mine.size(), t.library.size());
-  std::vector<double> blocks(t.mine.begin(), t.mine.begin() + static_cast<std::ptrdiff_t>(n));
-  blocks.insert(blocks.end(), t.library.begin(), t.library.begin() + static_cast<std::ptrdiff_t>(n));
-  const bool agreed = PMPI_Allreduce(MPI_IN_PLACE, blocks.data(), static_cast<int>(blocks.size()), MPI_DOUBLE, MPI_MAX,
-                                     h.parent) == MPI_SUCCESS;  // on every rank or on none, as in settle
-  size_t wins = 0;
-  for (size_t i = 0; i < n; ++i) wins += blocks[i] < blocks[n + i] ? 1 : 0;
+  std::vector<double> mine, library;
+  const bool agreed = slowest_blocks(t, h, &mine, &library);
+  const size_t n = mine.size(), wins = agreed ? pairs_won(mine, library) : 0;
   const size_t total = static_cast<size_t>(t.pairs);
   if (agreed && wins + (total - n) >= pairs_to_win(total)) return Verdict::trying;
   g_not_taken.fetch_add(1, std::memory_order_relaxed);

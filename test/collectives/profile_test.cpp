@@ -818,14 +818,20 @@ TEST_F(ProfileLoading, ALargeCallsChallengerThatCannotWinStopsEarly) {
     return lowest == highest;
   };
 
-  // Slower: two calls of each side, then the library.
+  // The first `calls` calls on a communicator of their own (its own trials),
+  // the side `slower` (null: the library) made to look a second slower a call.
   MPI_Comm comm = MPI_COMM_NULL;
-  ASSERT_EQ(PMPI_Comm_dup(MPI_COMM_WORLD, &comm), MPI_SUCCESS);
-  alg::reset_collectives_counts();
-  alg::reset_trial_counts();
-  alg::handicap_for_testing(two_level, 1.0);
-  for (int round = 0; round < 4; ++round) allreduce(comm, round);
-  alg::handicap_for_testing(nullptr, 0);
+  auto first_calls = [&](const alg::Algorithm* slower, int calls) {
+    ASSERT_EQ(PMPI_Comm_dup(MPI_COMM_WORLD, &comm), MPI_SUCCESS);
+    alg::reset_collectives_counts();
+    alg::reset_trial_counts();
+    alg::handicap_for_testing(slower, 1.0);
+    for (int round = 0; round < calls; ++round) allreduce(comm, round);
+    alg::handicap_for_testing(nullptr, 0);
+  };
+
+  // Slower: two calls of each side, then the library.
+  first_calls(two_level, 4);
   EXPECT_EQ(calls("library"), 2u);
   EXPECT_EQ(calls("two_level"), 2u);
   EXPECT_EQ(alg::trial_counts().not_taken, 1u);
@@ -837,12 +843,7 @@ TEST_F(ProfileLoading, ALargeCallsChallengerThatCannotWinStopsEarly) {
   PMPI_Comm_free(&comm);
 
   // Faster: four calls of each side, then two_level.
-  ASSERT_EQ(PMPI_Comm_dup(MPI_COMM_WORLD, &comm), MPI_SUCCESS);
-  alg::reset_collectives_counts();
-  alg::reset_trial_counts();
-  alg::handicap_for_testing(nullptr, 1.0);
-  for (int round = 0; round < 8; ++round) allreduce(comm, round);
-  alg::handicap_for_testing(nullptr, 0);
+  first_calls(nullptr, 8);
   EXPECT_EQ(calls("library"), 4u);
   EXPECT_EQ(calls("two_level"), 4u);
   EXPECT_EQ(alg::trial_counts().taken, 1u);
