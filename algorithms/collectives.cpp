@@ -47,8 +47,8 @@ Remembered decide(const Call& c, MPI_Comm comm) {
   // challenger (algorithms/trial.h).
   const bool triable_call = triable(c);
   const bool trial_timed = config().trial_timed;
-  bool tried = false, challenged = false;
-  uint8_t next = 0;  // the challenger after, where the first does not take the pattern
+  bool tried = false, challenged = false, chained = false;
+  uint8_t next = 0;  // the challenger after, where the first does not take the pattern (`chained`: or does)
   auto decide_for = [&](const Shape& shape, const char* pattern) {
     const Choice choice = *pattern ? choose_variant(shape, *rules, *m) : choose(shape, *rules, *m);
     if (config().log_level >= LogLevel::debug)
@@ -57,6 +57,7 @@ Remembered decide(const Call& c, MPI_Comm comm) {
     tried = triable_call && choice.algorithm && choice.decision == Decision::model && (trial_timed || choice.untimed);
     challenged = triable_call && !choice.algorithm && choice.challenger;
     next = challenged && choice.next_challenger ? static_cast<uint8_t>(candidate_index(choice.next_challenger)) : 0;
+    chained = next != 0 && choice.next_against_first;
     if (challenged) {
       tried = true;
       return choice.challenger;
@@ -66,6 +67,7 @@ Remembered decide(const Call& c, MPI_Comm comm) {
   auto note_trial = [&](Remembered& r, uint8_t condition) {
     if (tried) r.on_trial |= static_cast<uint8_t>(1u << condition);
     if (challenged) r.challenged |= static_cast<uint8_t>(1u << condition);
+    if (chained) r.chained |= static_cast<uint8_t>(1u << condition);
     r.next_challenger[condition] = next;
   };
   Remembered out{.algorithm = decide_for(*s, ""), .collective = c.collective};
@@ -114,25 +116,27 @@ std::optional<int> take(const Call& c, MPI_Comm comm) {
   const Algorithm* a = known->for_root(c.root);
   const Hierarchy* h = known->hierarchy;  // (known may be the slot remember_decision refills)
   if (a && (known->on_trial >> condition & 1u)) {
-    // The model's choice, not yet confirmed on this pattern's own calls.
+    // The model's choice, or a challenger, not yet confirmed on this pattern's own calls.
     std::optional<int> ran;
     Remembered settled = *known;
-    Verdict v = trial_run(*a, c, *h, condition, (settled.challenged >> condition & 1u) != 0, &ran);
+    Verdict v = trial_run(*a, c, *h, condition, (settled.challenged >> condition & 1u) != 0,
+                          settled.incumbent_for(condition), &ran);
     if (v != Verdict::trying) {
-      settled.settle(condition, v == Verdict::keep);
-      // A challenger whose trial was over before this call, not taken: the
-      // next one's trial has the call. Walked from the trial book on every
+      // A trial over before this call, with another challenger after it:
+      // that one's trial has the call. Walked from the trial book on every
       // rank alike, whatever this thread's table remembered (a rank that
       // decided the call again starts from the first challenger).
-      if (!ran && v == Verdict::drop && (settled.on_trial >> condition & 1u)) {
-        a = settled.alternative_for(condition);
-        v = trial_run(*a, c, *h, condition, true, &ran);
-        if (v != Verdict::trying) settled.settle(condition, v == Verdict::keep);
+      settled.settle(condition, v == Verdict::keep);
+      while (!ran && (settled.on_trial >> condition & 1u)) {
+        v = trial_run(*settled.alternative_for(condition), c, *h, condition, true, settled.incumbent_for(condition),
+                      &ran);
+        if (v == Verdict::trying) break;
+        settled.settle(condition, v == Verdict::keep);
       }
       if (rememberable(c) && watch_communicator(comm)) remember_decision(key, settled);
     }
     if (ran) return ran;
-    if (v == Verdict::drop) a = nullptr;
+    a = settled.alternative_for(condition);
   }
   count_call(c.collective, a);
   if (!a) return std::nullopt;

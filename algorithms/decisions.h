@@ -62,9 +62,15 @@ struct Remembered {
   // library was kept on a rank count the profile did not time, and the
   // algorithm takes the pattern only if it leads on the job's own calls.
   uint8_t challenged = 0;
-  // Per pattern, the challenger tried next where this one does not take
-  // the pattern (1 + its index, 0 none).
+  // Per pattern, the challenger tried next where this one does not take the
+  // pattern (1 + its index, 0 none); with the pattern's bit in `chained`,
+  // also where it does (Choice::next_against_first).
   std::array<uint8_t, 3> next_challenger{};
+  uint8_t chained = 0;
+  // Per pattern, what a challenger is tried against: the library (0), or a
+  // challenger taken before it (1 + its index), which serves the pattern
+  // again where the next one does not lead it.
+  std::array<uint8_t, 3> incumbent{};
   Collective collective = Collective::allreduce;
 
   // Whether a call with `root` goes to the library. Where the choice varies
@@ -88,28 +94,32 @@ struct Remembered {
     if (root_moved(root)) return 1;
     return barrier_came() ? 2 : 0;
   }
-  // The trial of pattern `condition` is over: its choice stays (`keep`),
-  // or the next challenger is tried, or the library serves that pattern.
+  // The trial of pattern `condition` is over: the next challenger is
+  // tried (where this one was not taken, against what this one was tried
+  // against; where it was and the pattern is `chained`, against this one),
+  // or the choice stays (`keep`), or what it was tried against serves the
+  // pattern.
   void settle(uint8_t condition, bool keep) {
-    if (!keep && (challenged >> condition & 1u) && next_challenger[condition]) {
+    if ((challenged >> condition & 1u) && next_challenger[condition] && (!keep || (chained >> condition & 1u))) {
       const uint8_t next = next_challenger[condition];
       next_challenger[condition] = 0;
-      if (condition == 0) algorithm = alternative(next);
-      else if (condition == 1) moving = next;
-      else after_barrier = next;
+      if (keep) incumbent[condition] = index_of(alternative_for(condition));
+      set_choice(condition, next);
       return;
     }
     on_trial = static_cast<uint8_t>(on_trial & ~(1u << condition));
     challenged = static_cast<uint8_t>(challenged & ~(1u << condition));
-    if (keep) return;
-    if (condition == 0) algorithm = nullptr;
-    else if (condition == 1) moving = 0;
-    else after_barrier = 0;
+    chained = static_cast<uint8_t>(chained & ~(1u << condition));
+    next_challenger[condition] = 0;
+    if (!keep) set_choice(condition, incumbent[condition]);
+    incumbent[condition] = 0;
   }
   // The choice for pattern `condition` (as condition() numbers them).
   const Algorithm* alternative_for(uint8_t condition) const {
     return condition == 0 ? algorithm : alternative(condition == 1 ? moving : after_barrier);
   }
+  // What the choice for pattern `condition` is tried against (nullptr: the library).
+  const Algorithm* incumbent_for(uint8_t condition) const { return alternative(incumbent[condition]); }
   // The choice for a call with `root`, noting the root and the barriers for the next call.
   const Algorithm* for_root(int root) const {
     if (!varies) return algorithm;
@@ -137,6 +147,18 @@ struct Remembered {
            barriers_seen().load(std::memory_order_relaxed) != hierarchy->barriers.load(std::memory_order_relaxed);
   }
   const Algorithm* alternative(uint8_t k) const { return k ? algorithms_for(collective)[k - 1u] : nullptr; }
+  // 1 + a's index among the collective's algorithms (0: the library).
+  uint8_t index_of(const Algorithm* a) const {
+    const auto list = algorithms_for(collective);
+    for (size_t i = 0; i < list.size(); ++i)
+      if (list[i] == a) return static_cast<uint8_t>(i + 1);
+    return 0;
+  }
+  void set_choice(uint8_t condition, uint8_t k) {
+    if (condition == 0) algorithm = alternative(k);
+    else if (condition == 1) moving = k;
+    else after_barrier = k;
+  }
 };
 
 namespace detail {

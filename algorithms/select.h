@@ -61,6 +61,11 @@ struct Choice {
   // a farther count timed, where that is another), or null.
   const Algorithm* challenger = nullptr;
   const Algorithm* next_challenger = nullptr;
+  // Whether the next one is also tried where the first takes the shape,
+  // against it in the library's place: where the model predicts it faster
+  // than the first on this shape (else it is tried only where the first
+  // was not taken).
+  bool next_against_first = false;
 };
 
 Choice choose(const Shape& s, const Tuning& t, const CostModel& m);

@@ -6,6 +6,7 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <memory>
@@ -29,6 +30,7 @@ struct TrialKey {
   DecisionKey call;
   uint8_t condition = 0;
   const Algorithm* algorithm = nullptr;
+  const Algorithm* opponent = nullptr;  // nullptr: the library
   bool challenger = false;
   bool operator==(const TrialKey&) const = default;
 };
@@ -90,8 +92,12 @@ bool named(MPI_Datatype t) {
   return combiner && *combiner == MPI_COMBINER_NAMED;
 }
 
-TrialKey key_of(const Call& c, uint8_t condition, const Algorithm& a, bool challenger) {
-  TrialKey k{.call = decision_key(c, MPI_COMM_NULL), .condition = condition, .algorithm = &a, .challenger = challenger};
+TrialKey key_of(const Call& c, uint8_t condition, const Algorithm& a, const Algorithm* opponent, bool challenger) {
+  TrialKey k{.call = decision_key(c, MPI_COMM_NULL),
+             .condition = condition,
+             .algorithm = &a,
+             .opponent = opponent,
+             .challenger = challenger};
   // Not the root (a rotating root is one shape), nor MPI_IN_PLACE (a
   // reduce's root's alone), nor the send side of an in-place allgather or
   // alltoall (not read, and may differ between ranks).
@@ -117,15 +123,32 @@ const char* condition_name(uint8_t condition) {
   return condition == 1 ? ", root moved" : condition == 2 ? ", first since a barrier" : "";
 }
 
-std::atomic<const Algorithm*> g_handicapped{nullptr};
-std::atomic<double> g_handicap{0};
+// Tests' handicaps (handicap_for_testing): a few sides, each with its
+// seconds; the flag spares the lock where there are none.
+struct Handicap {
+  const Algorithm* side = nullptr;
+  double seconds = 0;
+};
+std::mutex g_handicaps_lock;
+std::array<Handicap, 4> g_handicaps;  // the first g_handicap_count
+size_t g_handicap_count = 0;
+std::atomic<bool> g_handicapped{false};
 
-// Runs the call by `a` (or the library), timed; counted as the report counts calls.
+double handicap_of(const Algorithm* a) {
+  if (!g_handicapped.load(std::memory_order_relaxed)) [[likely]]
+    return 0;
+  std::lock_guard<std::mutex> guard(g_handicaps_lock);
+  for (size_t i = 0; i < g_handicap_count; ++i)
+    if (g_handicaps[i].side == a) return g_handicaps[i].seconds;
+  return 0;
+}
+
+// Runs the call by `a` (nullptr: the library), timed; counted as the report counts calls.
 int timed(const Algorithm* a, const Call& c, const Hierarchy& h, double* seconds) {
   const auto start = std::chrono::steady_clock::now();
   const int rc = a ? execute(*a, c, h) : run_library(c, h.parent);
   *seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  if (a == g_handicapped.load(std::memory_order_relaxed)) *seconds += g_handicap.load(std::memory_order_relaxed);
+  *seconds += handicap_of(a);
   count_call(c.collective, a);
   return rc;
 }
@@ -163,9 +186,14 @@ size_t pairs_won(const std::vector<double>& mine, const std::vector<double>& lib
   return wins;
 }
 
+// "library", or the name of the challenger taken before this one.
+std::string opponent_name(const Trial& t) {
+  return t.key.opponent ? std::string(t.key.opponent->name) : std::string("library");
+}
+
 Verdict settle(const Trial& t, const Call& c, const Hierarchy& h) {
   std::vector<double> mine, library;
-  // Where the allreduce failed there is no measurement to go by: the library serves the shape.
+  // Where the allreduce failed there is no measurement to go by: the opponent serves the shape.
   if (!slowest_blocks(t, h, &mine, &library)) return Verdict::drop;
   const size_t n = mine.size();
   const double slowest[2] = {median(mine), median(library)};
@@ -183,12 +211,14 @@ Verdict settle(const Trial& t, const Call& c, const Hierarchy& h) {
     int size = 0;
     if (c.type != MPI_DATATYPE_NULL) PMPI_Type_size(c.type, &size);
     log(LogLevel::info,
-        "trial: %s of %lld bytes on %d ranks%s: %s %.2f us, library %.2f us per call (median of %zu blocks each, "
+        "trial: %s of %lld bytes on %d ranks%s: %s %.2f us, %s %.2f us per call (median of %zu blocks each, "
         "each block's slowest rank; %zu of %zu pairs won): %s%s",
         std::string(collective_name(c.collective)).c_str(), static_cast<long long>(size) * c.count, h.size,
         condition_name(t.key.condition), std::string(t.key.algorithm->name).c_str(), slowest[0] * per_call * 1e6,
-        slowest[1] * per_call * 1e6, n, wins, n, challenger ? "challenger " : "",
-        keep ? (challenger ? "taken" : "kept") : (challenger ? "not taken" : "returned to the library"));
+        opponent_name(t).c_str(), slowest[1] * per_call * 1e6, n, wins, n, challenger ? "challenger " : "",
+        keep ? (challenger ? "taken" : "kept")
+             : (challenger ? (t.key.opponent ? "not taken, the opponent stays" : "not taken")
+                           : "returned to the library"));
   }
   return v;
 }
@@ -230,11 +260,11 @@ Verdict stop_early(const Trial& t, const Call& c, const Hierarchy& h) {
   g_not_taken.fetch_add(1, std::memory_order_relaxed);
   if (h.rank == 0 && config().log_level >= LogLevel::info) {
     log(LogLevel::info,
-        "trial: %s of %lld bytes on %d ranks%s: %s lost %zu of the first %zu block pairs to the library (each "
+        "trial: %s of %lld bytes on %d ranks%s: %s lost %zu of the first %zu block pairs to %s (each "
         "block's slowest rank), of %zu it had to win %zu: challenger not taken",
         std::string(collective_name(c.collective)).c_str(), static_cast<long long>(bytes_of(c)), h.size,
-        condition_name(t.key.condition), std::string(t.key.algorithm->name).c_str(), n - wins, n, total,
-        pairs_to_win(total));
+        condition_name(t.key.condition), std::string(t.key.algorithm->name).c_str(), n - wins, n,
+        opponent_name(t).c_str(), total, pairs_to_win(total));
   }
   return Verdict::drop;
 }
@@ -247,8 +277,8 @@ bool triable(const Call& c) {
 }
 
 Verdict trial_run(const Algorithm& a, const Call& c, const Hierarchy& h, uint8_t condition, bool challenger,
-                  std::optional<int>* ran) {
-  const TrialKey key = key_of(c, condition, a, challenger);
+                  const Algorithm* opponent, std::optional<int>* ran) {
+  const TrialKey key = key_of(c, condition, a, opponent, challenger);
   TrialBook& book = book_of(h);
   auto find = [&] {
     return std::find_if(book.trials.begin(), book.trials.end(), [&](const Trial& t) { return t.key == key; });
@@ -278,7 +308,7 @@ Verdict trial_run(const Algorithm& a, const Call& c, const Hierarchy& h, uint8_t
   // whose counts change from call to call does, runs what the model chose.
   const bool algorithm_side = ((block + 1) / 2 % 2 == 0) != challenger;
   double seconds = 0;
-  *ran = timed(algorithm_side ? &a : nullptr, c, h, &seconds);
+  *ran = timed(algorithm_side ? &a : opponent, c, h, &seconds);
 
   Trial done;
   bool last = false;
@@ -311,8 +341,19 @@ Verdict trial_run(const Algorithm& a, const Call& c, const Hierarchy& h, uint8_t
 size_t pairs_to_win(size_t pairs) { return (3 * pairs + 3) / 4; }
 
 void handicap_for_testing(const Algorithm* a, double seconds) {
-  g_handicap.store(seconds, std::memory_order_relaxed);
-  g_handicapped.store(seconds > 0 ? a : nullptr, std::memory_order_relaxed);
+  std::lock_guard<std::mutex> guard(g_handicaps_lock);
+  size_t kept = 0;
+  for (size_t i = 0; i < g_handicap_count; ++i)
+    if (g_handicaps[i].side != a) g_handicaps[kept++] = g_handicaps[i];
+  if (seconds > 0 && kept < g_handicaps.size()) g_handicaps[kept++] = {.side = a, .seconds = seconds};
+  g_handicap_count = kept;
+  g_handicapped.store(kept > 0, std::memory_order_relaxed);
+}
+
+void no_handicaps_for_testing() {
+  std::lock_guard<std::mutex> guard(g_handicaps_lock);
+  g_handicap_count = 0;
+  g_handicapped.store(false, std::memory_order_relaxed);
 }
 
 TrialCounts trial_counts() {

@@ -20,14 +20,16 @@
 // default (VENEER_TRIAL unset): an algorithm the model chose is tried as
 // above, and where the model kept the library, a challenger (the algorithm
 // fastest on the nearest rank count timed) is tried against it and takes
-// the shape only where it led by more than 10%; where it does not, the
-// next one (the fastest on a farther count, where that is another) is
-// tried the same way (decisions.h, Remembered::next_challenger).
+// the shape only where it led by more than 10%. The next one (the fastest
+// on a farther count, where that is another) is tried after it the same
+// way: against the library where the first was not taken, else against
+// the first, which keeps the shape unless the next leads it by as much
+// (decisions.h, Remembered::next_challenger and incumbent).
 //
 // Every rank must run the same algorithm for every call, so a trial is keyed
 // only by what MPI requires to be the same on every rank of the
 // communicator (the collective, predefined types and counts, the op, the
-// pattern condition and the algorithm chosen; not the root, and not
+// pattern condition, the algorithm chosen and its opponent; not the root, and not
 // MPI_IN_PLACE, which only a reduce's root may give), and the calls of one
 // key come in the same order on every rank. Calls with derived types, and
 // choices a rule forced, are not tried.
@@ -50,14 +52,22 @@ enum class Verdict : uint8_t { trying, keep, drop };
 bool triable(const Call& c);
 
 // The trial of `a` for calls like `c` in pattern `condition` (0: the
-// call's own, 1: its root moved, 2: first since a barrier) on h; `challenger`:
-// `a` takes the shape from the library only by leading it (else: keeps it
-// unless the library leads). While the trial runs, this call is run here,
-// by `a` or by the library, and *ran holds its return code; the verdict
-// after it. Once the trial is over the call is not run (*ran stays empty)
-// and the verdict says by whom it should be.
+// call's own, 1: its root moved, 2: first since a barrier) on h, against
+// `opponent` (nullptr: the library); `challenger`: `a` takes the shape from
+// the opponent only by leading it (else: keeps it unless the opponent
+// leads). While the trial runs, this call is run here, by `a` or by the
+// opponent, and *ran holds its return code; the verdict after it (drop:
+// the opponent serves the shape). Once the trial is over the call is not
+// run (*ran stays empty) and the verdict says by whom it should be.
+//
+// A challenger taken is not the end where another one follows it
+// (Remembered::next_challenger): the next is tried against it, in the
+// library's place, so that the first to lead the library does not shut
+// out one that leads both (on the 2-host cluster, binomial led the
+// library's 512 KiB broadcast from a rotating root by 1.3x and two_level,
+// tried after it, would have led by 2.5x).
 Verdict trial_run(const Algorithm& a, const Call& c, const Hierarchy& h, uint8_t condition, bool challenger,
-                  std::optional<int>* ran);
+                  const Algorithm* opponent, std::optional<int>* ran);
 
 // Block pairs a challenger must win, of `pairs` (three in four, rounded
 // up), beside leading the library's median by more than 10%. A challenger
@@ -66,8 +76,10 @@ Verdict trial_run(const Algorithm& a, const Call& c, const Hierarchy& h, uint8_t
 size_t pairs_to_win(size_t pairs);
 
 // Tests: every trial call of `a` counts `seconds` more on this rank (0: none;
-// `a` null: the library's calls).
+// `a` null: the library's calls), on either side of a trial; up to four
+// sides at once, each with its own. no_handicaps_for_testing() clears them.
 void handicap_for_testing(const Algorithm* a, double seconds);
+void no_handicaps_for_testing();
 
 // Trials ended in this process: of the model's choices, kept (the algorithm
 // was not slower on the application's calls beyond the margin) and dropped

@@ -732,54 +732,100 @@ TEST_F(ProfileLoading, ARankCountTheProfileDidNotTimeIsTriedOnTheJobsCalls) {
 
 // Two counts timed, neither this job's: two_level led on the nearer (one
 // rank more), ring on the farther (two more), so no algorithm led on both.
-// The job's calls try two_level first; where it does not take the shape,
-// ring next, 32 calls each against the library's 32; then one side, the
-// same on every rank. Every result is the library's.
-TEST_F(ProfileLoading, WhereTheFirstChallengerIsNotTakenTheNextIsTried) {
+// The job's calls try two_level first, 32 calls against the library's 32,
+// then ring, against the library where two_level was not taken and
+// against two_level where it was (the formulas give ring the shorter
+// time on these counts: Choice::next_against_first). The sides' calls are made to look slower
+// by a fixed handicap each (none: the fastest), so that every verdict is
+// known. Rank 0 forgets its decisions now and then (as a table that
+// evicted them would) and decides again from the first challenger: every
+// rank still runs the same side of every call. Every result is the
+// library's.
+class ChallengerChain : public ProfileLoading {
+ protected:
+  void SetUp() override {
+    ProfileLoading::SetUp();
+    set_trial(nullptr);
+    topo::Profile two_counts = profile_where("two_level", 1);
+    for (const topo::CollectivePoint& pt : profile_where("ring", 2).collectives) two_counts.collectives.push_back(pt);
+    ASSERT_EQ(load(file("two_counts.json", topo::profile_text(two_counts))).info.status, ProfileStatus::loaded);
+    ASSERT_EQ(PMPI_Comm_dup(MPI_COMM_WORLD, &comm_), MPI_SUCCESS);
+    alg::reset_collectives_counts();
+    alg::reset_trial_counts();
+  }
+  void TearDown() override {
+    alg::no_handicaps_for_testing();
+    if (comm_ != MPI_COMM_NULL) PMPI_Comm_free(&comm_);
+    set_trial("0");
+    ProfileLoading::TearDown();
+  }
+  // Calls [from, to), each side's trial calls `library`, `two_level` and
+  // `ring` seconds slower.
+  void run(int from, int to, double library, double two_level, double ring) {
+    alg::no_handicaps_for_testing();
+    alg::handicap_for_testing(nullptr, library);
+    alg::handicap_for_testing(alg::find_algorithm(alg::Collective::allreduce, "two_level"), two_level);
+    alg::handicap_for_testing(alg::find_algorithm(alg::Collective::allreduce, "ring"), ring);
+    for (int round = from; round < to; ++round) {
+      if ((round == 64 || round == 90) && world_rank() == 0) alg::forget_decisions();
+      allreduce_matches_library(comm_, round, 7);
+    }
+  }
+  static uint64_t calls(const char* algorithm) { return calls_of(alg::Collective::allreduce, algorithm); }
+  bool same_everywhere(uint64_t mine) const {
+    uint64_t lowest = 0, highest = 0;
+    PMPI_Allreduce(&mine, &lowest, 1, MPI_UINT64_T, MPI_MIN, comm_);
+    PMPI_Allreduce(&mine, &highest, 1, MPI_UINT64_T, MPI_MAX, comm_);
+    return lowest == highest;
+  }
+  MPI_Comm comm_ = MPI_COMM_NULL;
+};
+
+TEST_F(ChallengerChain, WhereTheFirstIsNotTakenTheNextIsTriedAgainstTheLibrary) {
   if (world_size() < 2) GTEST_SKIP() << "one rank passes through";
-  set_trial(nullptr);
-  topo::Profile two_counts = profile_where("two_level", 1);
-  for (const topo::CollectivePoint& pt : profile_where("ring", 2).collectives) two_counts.collectives.push_back(pt);
-  ASSERT_EQ(load(file("two_counts.json", topo::profile_text(two_counts))).info.status, ProfileStatus::loaded);
-  MPI_Comm comm = MPI_COMM_NULL;
-  ASSERT_EQ(PMPI_Comm_dup(MPI_COMM_WORLD, &comm), MPI_SUCCESS);
-  auto calls = [](const char* algorithm) { return calls_of(alg::Collective::allreduce, algorithm); };
-  auto allreduce = [&](int round) { allreduce_matches_library(comm, round, 7); };
-  alg::reset_collectives_counts();
-  alg::reset_trial_counts();
-  for (int round = 0; round < 64; ++round) allreduce(round);
+  run(0, 64, 1.0, 2.0, 0);
   EXPECT_EQ(calls("two_level"), 32u);
   EXPECT_EQ(calls("library"), 32u);
   EXPECT_EQ(calls("ring"), 0u);
-  const alg::TrialCounts first = alg::trial_counts();
-  ASSERT_EQ(first.taken + first.not_taken, 1u);
-  for (int round = 64; round < 128; ++round) {
-    // Rank 0 forgets its decisions (as a table that evicted them would)
-    // and decides again from the first challenger: every rank still runs
-    // the same side of every call.
-    if ((round == 64 || round == 90) && world_rank() == 0) alg::forget_decisions();
-    allreduce(round);
-  }
-  const alg::TrialCounts second = alg::trial_counts();
-  if (first.taken == 1) {
-    EXPECT_EQ(calls("two_level"), 96u);  // kept: no second trial
-    EXPECT_EQ(calls("ring"), 0u);
-    EXPECT_EQ(second.taken + second.not_taken, 1u);
-  } else {
-    EXPECT_EQ(calls("ring"), 32u);
-    EXPECT_EQ(calls("library"), 64u);
-    EXPECT_EQ(calls("two_level"), 32u);
-    EXPECT_EQ(second.taken + second.not_taken, 2u);
-  }
-  for (int round = 128; round < 134; ++round) allreduce(round);
-  const uint64_t by_veneer = calls("two_level") + calls("ring");
-  uint64_t lowest = 0, highest = 0;
-  PMPI_Allreduce(&by_veneer, &lowest, 1, MPI_UINT64_T, MPI_MIN, comm);
-  PMPI_Allreduce(&by_veneer, &highest, 1, MPI_UINT64_T, MPI_MAX, comm);
-  EXPECT_EQ(lowest, highest) << "every rank runs the same side";
-  EXPECT_EQ(by_veneer == 64u + 6u || by_veneer == 96u + 6u, second.taken == 1u) << by_veneer;
-  PMPI_Comm_free(&comm);
-  set_trial("0");
+  EXPECT_EQ(alg::trial_counts().not_taken, 1u);
+  run(64, 128, 1.0, 2.0, 0);
+  EXPECT_EQ(calls("ring"), 32u);
+  EXPECT_EQ(calls("library"), 64u);
+  EXPECT_EQ(calls("two_level"), 32u);
+  EXPECT_EQ(alg::trial_counts().taken, 1u);
+  run(128, 134, 0, 0, 0);
+  EXPECT_EQ(calls("ring"), 38u);
+  EXPECT_TRUE(same_everywhere(calls("ring"))) << "every rank runs the same side";
+}
+
+TEST_F(ChallengerChain, AChallengerTakenIsTheNextOnesOpponentAndStaysWhereItLeads) {
+  if (world_size() < 2) GTEST_SKIP() << "one rank passes through";
+  run(0, 64, 3.0, 0, 1.0);
+  EXPECT_EQ(calls("two_level"), 32u);
+  EXPECT_EQ(calls("library"), 32u);
+  EXPECT_EQ(alg::trial_counts().taken, 1u);
+  run(64, 128, 3.0, 0, 1.0);
+  EXPECT_EQ(calls("ring"), 32u);
+  EXPECT_EQ(calls("two_level"), 64u);
+  EXPECT_EQ(calls("library"), 32u);
+  EXPECT_EQ(alg::trial_counts().not_taken, 1u);
+  run(128, 134, 0, 0, 0);
+  EXPECT_EQ(calls("two_level"), 70u);
+  EXPECT_EQ(calls("ring"), 32u);
+  EXPECT_TRUE(same_everywhere(calls("two_level"))) << "every rank runs the same side";
+}
+
+TEST_F(ChallengerChain, AChallengerThatLeadsTheOneTakenTakesTheShape) {
+  if (world_size() < 2) GTEST_SKIP() << "one rank passes through";
+  run(0, 128, 2.0, 1.0, 0);
+  EXPECT_EQ(calls("two_level"), 64u);
+  EXPECT_EQ(calls("library"), 32u);
+  EXPECT_EQ(calls("ring"), 32u);
+  EXPECT_EQ(alg::trial_counts().taken, 2u);
+  run(128, 134, 0, 0, 0);
+  EXPECT_EQ(calls("ring"), 38u);
+  EXPECT_EQ(calls("two_level"), 64u);
+  EXPECT_TRUE(same_everywhere(calls("ring"))) << "every rank runs the same side";
 }
 
 // Calls above 64 KiB (256 KiB here) on a rank count the profile did not
@@ -827,7 +873,7 @@ TEST_F(ProfileLoading, ALargeCallsChallengerThatCannotWinStopsEarly) {
     alg::reset_trial_counts();
     alg::handicap_for_testing(slower, 1.0);
     for (int round = 0; round < calls; ++round) allreduce(comm, round);
-    alg::handicap_for_testing(nullptr, 0);
+    alg::no_handicaps_for_testing();
   };
 
   // Slower: two calls of each side, then the library.

@@ -116,6 +116,51 @@ TEST(Decisions, AChallengerNotTakenHandsThePatternToTheNextOne) {
   EXPECT_EQ(own.on_trial, 0);
 }
 
+TEST(Decisions, AChallengerTakenIsTheNextOnesOpponent) {
+  // The first challenger taken: the next is tried against it, and where
+  // the next is not taken, the first serves the pattern again; where it
+  // is, it stays. Either way nothing is on trial after.
+  const auto bcasts = alg::algorithms_for(Collective::bcast);
+  ASSERT_GE(bcasts.size(), 2u);
+  for (const bool second_taken : {false, true}) {
+    alg::Remembered r{.algorithm = bcasts[0], .on_trial = 1, .challenged = 1, .collective = Collective::bcast};
+    r.next_challenger = {2, 0, 0};  // bcasts[1]
+    r.chained = 1;
+    EXPECT_EQ(r.incumbent_for(0), nullptr);
+    r.settle(0, true);
+    EXPECT_EQ(r.alternative_for(0), bcasts[1]);
+    EXPECT_EQ(r.incumbent_for(0), bcasts[0]);
+    EXPECT_EQ(r.on_trial, 1);
+    EXPECT_EQ(r.challenged, 1);
+    r.settle(0, second_taken);
+    EXPECT_EQ(r.alternative_for(0), second_taken ? bcasts[1] : bcasts[0]) << second_taken;
+    EXPECT_EQ(r.incumbent_for(0), nullptr);
+    EXPECT_EQ(r.on_trial, 0);
+    EXPECT_EQ(r.challenged, 0);
+  }
+  // On a root that moved, the same with the alternatives' indices.
+  alg::Remembered moved{.algorithm = nullptr, .collective = Collective::bcast};
+  moved.varies = alg::Remembered::moved_root;
+  moved.moving = 2;  // bcasts[1]
+  moved.on_trial = moved.challenged = 0b10;
+  moved.next_challenger = {0, 1, 0};  // then bcasts[0]
+  moved.chained = 0b10;
+  moved.settle(1, true);
+  EXPECT_EQ(moved.alternative_for(1), bcasts[0]);
+  EXPECT_EQ(moved.incumbent_for(1), bcasts[1]);
+  moved.settle(1, false);
+  EXPECT_EQ(moved.alternative_for(1), bcasts[1]);
+  EXPECT_EQ(moved.alternative_for(0), nullptr);
+  EXPECT_EQ(moved.on_trial, 0);
+  // Not chained: the first taken stays, and no other is tried.
+  alg::Remembered alone{.algorithm = bcasts[0], .on_trial = 1, .challenged = 1, .collective = Collective::bcast};
+  alone.next_challenger = {2, 0, 0};
+  alone.settle(0, true);
+  EXPECT_EQ(alone.alternative_for(0), bcasts[0]);
+  EXPECT_EQ(alone.on_trial, 0);
+  EXPECT_EQ(alone.next_challenger[0], 0);
+}
+
 // A challenger must win three in four of its block pairs, rounded up:
 // both of two, all of three, six of eight.
 TEST(Decisions, AChallengerWinsThreeInFourOfItsPairs) {

@@ -753,6 +753,12 @@ TEST(Model, ARankCountNotTimedOffersTheLeaderOfAFartherCountNext) {
   }
   const std::string text = alg::explain(bcast_on(6), defaults(), m);
   EXPECT_NE(text.find("where it does not, then scatter_allgather"), std::string::npos) << text;
+  // The formulas give binomial, the first, a shorter time on 6 ranks than
+  // scatter_allgather: the latter is tried only where binomial is not taken.
+  const alg::Choice six = alg::choose(bcast_on(6), defaults(), m);
+  EXPECT_LT(alg::predict(bcast_on(6), six.challenger, m, nullptr).seconds,
+            alg::predict(bcast_on(6), six.next_challenger, m, nullptr).seconds);
+  EXPECT_FALSE(six.next_against_first);
   // Two counts as near (4 and 8 for 6 ranks): the larger one's leader first.
   const alg::Choice between = alg::choose(
       bcast_on(6), defaults(), alg::cost_model_from_profile(bcast_two_leads({{4, 2.0, 0.7}, {8, 0.8, 1.5}})));
@@ -761,6 +767,14 @@ TEST(Model, ARankCountNotTimedOffersTheLeaderOfAFartherCountNext) {
   ASSERT_NE(between.next_challenger, nullptr);
   EXPECT_EQ(between.challenger->name, "scatter_allgather");
   EXPECT_EQ(between.next_challenger->name, "binomial");
+  // There the next one, binomial, has the shorter time: it is tried also
+  // where scatter_allgather takes the shape, against it.
+  EXPECT_TRUE(between.next_against_first);
+  const std::string chained = alg::explain(
+      bcast_on(6), defaults(), alg::cost_model_from_profile(bcast_two_leads({{4, 2.0, 0.7}, {8, 0.8, 1.5}})));
+  EXPECT_NE(chained.find("then binomial, against the library where it was not taken and against it where it was"),
+            std::string::npos)
+      << chained;
   // Every timed count led by the same one: no second challenger.
   const alg::CostModel split = alg::cost_model_from_profile(bcast_ladder({{2, 1.6}, {3, 0.8}, {4, 2.0}}));
   EXPECT_EQ(alg::choose(bcast_on(6), defaults(), split).next_challenger, nullptr);
