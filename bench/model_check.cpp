@@ -359,6 +359,14 @@ std::string counted_algorithm(Collective c) {
   return name;
 }
 
+// Every algorithm they ran, joined by "+" ("" if none counted).
+std::string counted_algorithms(Collective c) {
+  std::string names;
+  for (const alg::AlgorithmCount& n : alg::collectives_counts())
+    if (n.collective == c && n.calls > 0) names += (names.empty() ? "" : "+") + std::string(n.algorithm);
+  return names;
+}
+
 bool g_failed = false;
 std::string g_failures;
 
@@ -445,7 +453,8 @@ std::optional<Row> check_collective(Collective c, int64_t target, MPI_Comm comm,
   r.bytes = w.bytes;
   // A call's choice may depend on whether its root moved or a barrier came
   // before it, which for the counted call is whatever ran before it: the
-  // model's choice for this pattern names it.
+  // model's choice for this pattern names it until the timed batches are
+  // over (below).
   const bool by_pattern = asked.moving_root || asked.after_barrier;
   r.auto_choice = auto_ran.empty() || by_pattern ? modelled : auto_ran;
   r.auto_name = r.auto_choice;
@@ -488,6 +497,19 @@ std::optional<Row> check_collective(Collective c, int64_t target, MPI_Comm comm,
       if (!barrier) timed = bench::now() - t0;
       samples[m].push_back(timed / iterations[m]);
     }
+  }
+  // Where the pattern decides (a root that moved, a barrier before), the
+  // automatic choice is named by what it ran after the timed batches: one
+  // more batch, counted, untimed (a trial still running shows both sides).
+  if (by_pattern) {
+    apply_collective(c, "auto");
+    counting(true);
+    alg::reset_collectives_counts();
+    for (int i = 0; i < iterations[0]; ++i) one_call();
+    const std::string ran = counted_algorithms(c);
+    counting(false);
+    if (!ran.empty() && ran.find('+') == std::string::npos) r.auto_choice = ran;
+    if (!ran.empty() && ran != modelled) r.auto_name = ran + " (model: " + modelled + ")";
   }
   w.call.root = 0;
   apply_collective(c, "auto");
