@@ -48,7 +48,7 @@ Remembered decide(const Call& c, MPI_Comm comm) {
   const bool triable_call = triable(c);
   const bool trial_timed = config().trial_timed;
   bool tried = false, challenged = false, chained = false;
-  uint8_t next = 0;  // the challenger after, where the first does not take the pattern (`chained`: or does)
+  uint8_t next = 0;  // the challengers after (Remembered::next_challenger); `chained`: the head also where the first takes the pattern
   auto decide_for = [&](const Shape& shape, const char* pattern) {
     const Choice choice = *pattern ? choose_variant(shape, *rules, *m) : choose(shape, *rules, *m);
     if (config().log_level >= LogLevel::debug)
@@ -56,8 +56,15 @@ Remembered decide(const Call& c, MPI_Comm comm) {
           std::string(choice.algorithm ? choice.algorithm->name : "library").c_str(), reason(choice, shape).c_str());
     tried = triable_call && choice.algorithm && choice.decision == Decision::model && (trial_timed || choice.untimed);
     challenged = triable_call && !choice.algorithm && choice.challenger;
-    next = challenged && choice.next_challenger ? static_cast<uint8_t>(candidate_index(choice.next_challenger)) : 0;
+    // The queue behind the challenger (decisions.h): the next one, then the formulas' best.
+    const size_t second = challenged ? candidate_index(choice.next_challenger) : 0;
+    const size_t third = challenged ? candidate_index(choice.third_challenger) : 0;
+    next = static_cast<uint8_t>(second < 16 ? second : 0);
     chained = next != 0 && choice.next_against_first;
+    if (third < 16 && third != 0) {
+      if (next == 0) chained = true;
+      next = static_cast<uint8_t>(next == 0 ? third : next | third << 4);
+    }
     if (challenged) {
       tried = true;
       return choice.challenger;

@@ -62,9 +62,12 @@ struct Remembered {
   // library was kept on a rank count the profile did not time, and the
   // algorithm takes the pattern only if it leads on the job's own calls.
   uint8_t challenged = 0;
-  // Per pattern, the challenger tried next where this one does not take the
-  // pattern (1 + its index, 0 none); with the pattern's bit in `chained`,
-  // also where it does (Choice::next_against_first).
+  // Per pattern, the challengers tried after this one, a queue of two
+  // (1 + their index, 0 none; the first in the low four bits, the formulas'
+  // best in the high four, Choice::next_challenger and third_challenger).
+  // The head is tried where this one does not take the pattern; where it
+  // does, only with the pattern's bit in `chained` (for the second,
+  // Choice::next_against_first; the formulas' best always).
   std::array<uint8_t, 3> next_challenger{};
   uint8_t chained = 0;
   // Per pattern, what a challenger is tried against: the library (0), or a
@@ -94,22 +97,29 @@ struct Remembered {
     if (root_moved(root)) return 1;
     return barrier_came() ? 2 : 0;
   }
-  // The trial of pattern `condition` is over: the next challenger is
-  // tried (where this one was not taken, against what this one was tried
-  // against; where it was and the pattern is `chained`, against this one),
-  // or the choice stays (`keep`), or what it was tried against serves the
-  // pattern.
+  // The trial of pattern `condition` is over: the next challenger in the
+  // queue is tried (against what this one was tried against where it was
+  // not taken; against this one where it was and the head is `chained`;
+  // a head that is not is passed over), or the choice stays (`keep`), or
+  // what it was tried against serves the pattern.
   void settle(uint8_t condition, bool keep) {
-    if ((challenged >> condition & 1u) && next_challenger[condition] && (!keep || (chained >> condition & 1u))) {
-      const uint8_t next = next_challenger[condition];
-      next_challenger[condition] = 0;
+    const auto bit = static_cast<uint8_t>(1u << condition);
+    if (challenged & bit) {
       if (keep) incumbent[condition] = index_of(alternative_for(condition));
-      set_choice(condition, next);
-      return;
+      while (next_challenger[condition]) {
+        const auto head = static_cast<uint8_t>(next_challenger[condition] & 15u);
+        const bool against_taken = (chained & bit) != 0;
+        next_challenger[condition] = static_cast<uint8_t>(next_challenger[condition] >> 4);
+        chained |= bit;  // the one behind: the formulas' best
+        if (incumbent[condition] == 0 || against_taken) {
+          set_choice(condition, head);
+          return;
+        }
+      }
     }
-    on_trial = static_cast<uint8_t>(on_trial & ~(1u << condition));
-    challenged = static_cast<uint8_t>(challenged & ~(1u << condition));
-    chained = static_cast<uint8_t>(chained & ~(1u << condition));
+    on_trial = static_cast<uint8_t>(on_trial & ~bit);
+    challenged = static_cast<uint8_t>(challenged & ~bit);
+    chained = static_cast<uint8_t>(chained & ~bit);
     next_challenger[condition] = 0;
     if (!keep) set_choice(condition, incumbent[condition]);
     incumbent[condition] = 0;

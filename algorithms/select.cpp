@@ -233,6 +233,15 @@ void offer_challenger(Choice& c, std::span<const Algorithm* const> candidates, c
     const Prediction next = predict(s, c.next_challenger, m, nullptr);
     c.next_against_first = next.known() && (!first.known() || next.seconds * 1.10 < first.seconds);
   }
+  // The leaders of other counts are not always the ones that lead on this
+  // one: on the 2-host cluster at 6 ranks (a profile of 2 x 2), the
+  // formulas' best led the library by 1.2-2.6x where neither leader did
+  // (lanes for the allreduce of 64 KiB-1 MiB, node_aware for the alltoall
+  // of 2-170 B per rank, two_level for the broadcast of 16-128 B after a
+  // barrier).
+  if (c.best && !c.best_behind && c.best != c.challenger && c.best != c.next_challenger &&
+      c.best_seconds * 1.10 < c.library_seconds)
+    c.third_challenger = c.best;
 }
 
 // choose_among() without counting (explain() uses it too).
@@ -492,6 +501,9 @@ std::string explain(const Shape& s, const Tuning& t, const CostModel& m) {
          : c.next_against_first ? "; then " + name_of(c.next_challenger) +
                                       ", against the library where it was not taken and against it where it was"
                                 : "; where it does not, then " + name_of(c.next_challenger)) +
+        (c.third_challenger ? "; last " + name_of(c.third_challenger) +
+                                  ", the formulas' best, against the library or the one taken"
+                            : std::string()) +
         ")\n";
   // A rooted call whose root moved since the previous one is decided apart.
   if ((s.collective == Collective::bcast || s.collective == Collective::reduce) && !s.moving_root) {

@@ -66,6 +66,10 @@ struct Choice {
   // than 10% faster than the first on this shape (else it is tried only
   // where the first was not taken).
   bool next_against_first = false;
+  // Tried after those two (against the library, or against the one of them
+  // taken): the formulas' best, where it is neither of them and the
+  // formulas give it a lead of more than 10% over the library.
+  const Algorithm* third_challenger = nullptr;
 };
 
 Choice choose(const Shape& s, const Tuning& t, const CostModel& m);

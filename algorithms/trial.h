@@ -24,7 +24,11 @@
 // on a farther count, where that is another) is tried after it the same
 // way: against the library where the first was not taken, else against
 // the first, which keeps the shape unless the next leads it by as much
-// (decisions.h, Remembered::next_challenger and incumbent).
+// (decisions.h, Remembered::next_challenger and incumbent), where the
+// formulas put the next more than 10% ahead of the first; last, the
+// formulas' best, where it is neither and they put it more than 10% ahead
+// of the library, against the library or the one taken
+// (select.h, Choice::third_challenger).
 //
 // Every rank must run the same algorithm for every call, so a trial is keyed
 // only by what MPI requires to be the same on every rank of the

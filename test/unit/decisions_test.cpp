@@ -161,6 +161,43 @@ TEST(Decisions, AChallengerTakenIsTheNextOnesOpponent) {
   EXPECT_EQ(alone.next_challenger[0], 0);
 }
 
+TEST(Decisions, TheFormulasBestIsTriedLastAgainstTheLibraryOrTheOneTaken) {
+  // A queue of two behind the first challenger: the next (not chained: only
+  // where the first is not taken), then the formulas' best (always).
+  const auto allreduces = alg::algorithms_for(Collective::allreduce);
+  ASSERT_GE(allreduces.size(), 3u);
+  auto queued = [&] {
+    alg::Remembered r{.algorithm = allreduces[0], .on_trial = 1, .challenged = 1, .collective = Collective::allreduce};
+    r.next_challenger = {static_cast<uint8_t>(2 | 3 << 4), 0, 0};  // allreduces[1], then allreduces[2]
+    return r;
+  };
+  // The first not taken: the next against the library, then the formulas'
+  // best against the library (the next not taken) or against the next.
+  for (const bool next_taken : {false, true}) {
+    alg::Remembered r = queued();
+    r.settle(0, false);
+    EXPECT_EQ(r.alternative_for(0), allreduces[1]);
+    EXPECT_EQ(r.incumbent_for(0), nullptr);
+    r.settle(0, next_taken);
+    EXPECT_EQ(r.alternative_for(0), allreduces[2]);
+    EXPECT_EQ(r.incumbent_for(0), next_taken ? allreduces[1] : nullptr);
+    r.settle(0, false);
+    EXPECT_EQ(r.alternative_for(0), next_taken ? allreduces[1] : nullptr) << next_taken;
+    EXPECT_EQ(r.on_trial, 0);
+  }
+  // The first taken: the next, not chained, is passed over; the formulas'
+  // best is tried against the first, and takes the pattern by leading it.
+  alg::Remembered r = queued();
+  r.settle(0, true);
+  EXPECT_EQ(r.alternative_for(0), allreduces[2]);
+  EXPECT_EQ(r.incumbent_for(0), allreduces[0]);
+  r.settle(0, true);
+  EXPECT_EQ(r.alternative_for(0), allreduces[2]);
+  EXPECT_EQ(r.on_trial, 0);
+  EXPECT_EQ(r.challenged, 0);
+  EXPECT_EQ(r.chained, 0);
+}
+
 // A challenger must win three in four of its block pairs, rounded up:
 // both of two, all of three, six of eight.
 TEST(Decisions, AChallengerWinsThreeInFourOfItsPairs) {

@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <new>
 #include <string>
+#include <tuple>
 
 #include "algorithms/measured.h"
 #include "algorithms/select.h"
@@ -778,6 +779,43 @@ TEST(Model, ARankCountNotTimedOffersTheLeaderOfAFartherCountNext) {
   // Every timed count led by the same one: no second challenger.
   const alg::CostModel split = alg::cost_model_from_profile(bcast_ladder({{2, 1.6}, {3, 0.8}, {4, 2.0}}));
   EXPECT_EQ(alg::choose(bcast_on(6), defaults(), split).next_challenger, nullptr);
+}
+
+// Two hosts: binomial led on 2 x 2 ranks, scatter_allgather on 2 x 1.
+// On 2 x 3 the challengers are those two, and then two_level, which the
+// formulas put more than 10% ahead of the library there and which no
+// count timed let lead (it was not timed).
+TEST(Model, TheFormulasBestIsTheLastChallenger) {
+  topo::Profile p = two_level_wins();
+  for (const auto& [ranks, binomial, scatter_allgather] : {std::tuple{4, 2.0, 1.2}, std::tuple{2, 0.8, 1.5}})
+    for (int64_t bytes : {int64_t{1024}, int64_t{4096}, int64_t{16384}}) {
+      const double t = 10e-6 * static_cast<double>(bytes) / 1024;
+      p.collectives.push_back(point("bcast", bytes,
+                                    {{"library", t, 0.02},
+                                     {"binomial", t / binomial, 0.02},
+                                     {"scatter_allgather", t / scatter_allgather, 0.02}},
+                                    ranks, 2, ranks / 2));
+    }
+  const alg::CostModel m = alg::cost_model_from_profile(p);
+  alg::Shape six = bcast_on(6);
+  six.nodes = 2;
+  six.min_ranks_per_node = six.max_ranks_per_node = 3;
+  six.oversubscribed = true;  // the formulas' margin: 0.5
+  const alg::Choice c = alg::choose(six, defaults(), m);
+  EXPECT_EQ(name(c), "library");  // two_level 0.73x of the library's time: not below 0.5x
+  ASSERT_NE(c.challenger, nullptr);
+  ASSERT_NE(c.next_challenger, nullptr);
+  ASSERT_NE(c.third_challenger, nullptr);
+  EXPECT_EQ(c.challenger->name, "binomial");
+  EXPECT_EQ(c.next_challenger->name, "scatter_allgather");
+  EXPECT_EQ(c.third_challenger->name, "two_level");
+  const std::string text = alg::explain(six, defaults(), m);
+  EXPECT_NE(text.find("last two_level, the formulas' best, against the library or the one taken"), std::string::npos)
+      << text;
+  // Where the formulas' best is one of the leaders, or leads the library
+  // by less than 10%, there is no third.
+  const alg::Choice one_host = alg::choose(bcast_on(6), defaults(), m);
+  EXPECT_EQ(one_host.third_challenger, nullptr);
 }
 
 // node_aware measured twice as fast as the library at 1 KiB and at
