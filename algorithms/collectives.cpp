@@ -22,6 +22,22 @@
 namespace veneer::algorithms {
 namespace {
 
+// The challengers queued behind a challenger (Remembered::next_challenger):
+// the next one, then the formulas' best; *chained: whether the head is also
+// tried where the challenger takes the pattern.
+uint8_t queue_behind(const Choice& choice, bool* chained) {
+  const size_t second = candidate_index(choice.next_challenger);
+  const size_t third = candidate_index(choice.third_challenger);
+  auto next = static_cast<uint8_t>(second < 16 ? second : 0);
+  *chained = next != 0 && choice.next_against_first;
+  if (third == 0 || third >= 16) return next;
+  if (next == 0) {
+    *chained = true;
+    return static_cast<uint8_t>(third);
+  }
+  return static_cast<uint8_t>(next | third << 4);
+}
+
 // Decides about a call not decided before: the library (algorithm null) or
 // one of Veneer's algorithms on the communicator's hierarchy; for bcast and
 // reduce, once for a root that stays and once for one that moved.
@@ -48,7 +64,9 @@ Remembered decide(const Call& c, MPI_Comm comm) {
   const bool triable_call = triable(c);
   const bool trial_timed = config().trial_timed;
   bool tried = false, challenged = false, chained = false;
-  uint8_t next = 0;  // the challengers after (Remembered::next_challenger); `chained`: the head also where the first takes the pattern
+  // The challengers after (Remembered::next_challenger); `chained`: the
+  // head is tried also where the first takes the pattern.
+  uint8_t next = 0;
   auto decide_for = [&](const Shape& shape, const char* pattern) {
     const Choice choice = *pattern ? choose_variant(shape, *rules, *m) : choose(shape, *rules, *m);
     if (config().log_level >= LogLevel::debug)
@@ -56,15 +74,8 @@ Remembered decide(const Call& c, MPI_Comm comm) {
           std::string(choice.algorithm ? choice.algorithm->name : "library").c_str(), reason(choice, shape).c_str());
     tried = triable_call && choice.algorithm && choice.decision == Decision::model && (trial_timed || choice.untimed);
     challenged = triable_call && !choice.algorithm && choice.challenger;
-    // The queue behind the challenger (decisions.h): the next one, then the formulas' best.
-    const size_t second = challenged ? candidate_index(choice.next_challenger) : 0;
-    const size_t third = challenged ? candidate_index(choice.third_challenger) : 0;
-    next = static_cast<uint8_t>(second < 16 ? second : 0);
-    chained = next != 0 && choice.next_against_first;
-    if (third < 16 && third != 0) {
-      if (next == 0) chained = true;
-      next = static_cast<uint8_t>(next == 0 ? third : next | third << 4);
-    }
+    chained = false;
+    next = challenged ? queue_behind(choice, &chained) : 0;
     if (challenged) {
       tried = true;
       return choice.challenger;

@@ -501,9 +501,9 @@ std::string explain(const Shape& s, const Tuning& t, const CostModel& m) {
          : c.next_against_first ? "; then " + name_of(c.next_challenger) +
                                       ", against the library where it was not taken and against it where it was"
                                 : "; where it does not, then " + name_of(c.next_challenger)) +
-        (c.third_challenger ? "; last " + name_of(c.third_challenger) +
-                                  ", the formulas' best, against the library or the one taken"
-                            : std::string()) +
+        (c.third_challenger
+             ? "; last " + name_of(c.third_challenger) + ", the formulas' best, against the library or the one taken"
+             : std::string()) +
         ")\n";
   // A rooted call whose root moved since the previous one is decided apart.
   if ((s.collective == Collective::bcast || s.collective == Collective::reduce) && !s.moving_root) {

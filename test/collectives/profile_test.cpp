@@ -22,8 +22,8 @@
 
 #include "algorithms/collectives.h"
 #include "algorithms/decisions.h"
-#include "algorithms/select.h"
 #include "algorithms/measured.h"
+#include "algorithms/select.h"
 #include "algorithms/trial.h"
 #include "support/config.h"
 #include "support/counters.h"
@@ -756,8 +756,8 @@ class ChallengerChain : public ProfileLoading {
     // two_level is taken (Choice::next_against_first).
     const topo::Hierarchy* h = topo::hierarchy(comm_);
     ASSERT_NE(h, nullptr);
-    const alg::Choice c = alg::choose(alg::shape_of(alg::Collective::allreduce, kBytes, *h), alg::Tuning::from_env(),
-                                      alg::cost_model());
+    const alg::Choice c =
+        alg::choose(alg::shape_of(alg::Collective::allreduce, kBytes, *h), alg::Tuning::from_env(), alg::cost_model());
     ASSERT_NE(c.challenger, nullptr);
     ASSERT_NE(c.next_challenger, nullptr);
     ASSERT_EQ(c.challenger->name, "two_level");

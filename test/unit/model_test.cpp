@@ -790,11 +790,10 @@ TEST(Model, TheFormulasBestIsTheLastChallenger) {
   for (const auto& [ranks, binomial, scatter_allgather] : {std::tuple{4, 2.0, 1.2}, std::tuple{2, 0.8, 1.5}})
     for (int64_t bytes : {int64_t{1024}, int64_t{4096}, int64_t{16384}}) {
       const double t = 10e-6 * static_cast<double>(bytes) / 1024;
-      p.collectives.push_back(point("bcast", bytes,
-                                    {{"library", t, 0.02},
-                                     {"binomial", t / binomial, 0.02},
-                                     {"scatter_allgather", t / scatter_allgather, 0.02}},
-                                    ranks, 2, ranks / 2));
+      p.collectives.push_back(point(
+          "bcast", bytes,
+          {{"library", t, 0.02}, {"binomial", t / binomial, 0.02}, {"scatter_allgather", t / scatter_allgather, 0.02}},
+          ranks, 2, ranks / 2));
     }
   const alg::CostModel m = alg::cost_model_from_profile(p);
   alg::Shape six = bcast_on(6);
