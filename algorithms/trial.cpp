@@ -186,6 +186,17 @@ size_t pairs_won(const std::vector<double>& mine, const std::vector<double>& lib
   return wins;
 }
 
+// A challenger's lead that ends its trial half way (stop_early): a median
+// block kDecisive times shorter than the opponent's, and on the first calls
+// since a barrier the gain a call that a full trial asks for.
+constexpr double kDecisive = 1.5;
+bool decisive(const Trial& t, const std::vector<double>& mine, const std::vector<double>& library) {
+  const double slowest[2] = {median(mine), median(library)};
+  const double per_call = 1.0 / (t.block_calls - 1);
+  return slowest[0] * kDecisive < slowest[1] &&
+         (t.key.condition != 2 || (slowest[1] - slowest[0]) * per_call >= after_barrier_min_gain);
+}
+
 // "library", or the name of the challenger taken before this one.
 std::string opponent_name(const Trial& t) {
   return t.key.opponent ? std::string(t.key.opponent->name) : std::string("library");
@@ -245,17 +256,36 @@ int blocks_for(const Call& c) {
   return static_cast<int>(std::clamp<int64_t>(scaled, std::min(full, 2), full));
 }
 
-// A large call's challenger whose blocks so far have lost more pairs than
-// the trial allows cannot take the shape whatever its remaining blocks do:
-// its trial ends there (one allreduce of the blocks so far, on every rank
-// alike, after each pair), so that the job does not run the rest of a
-// losing side's calls. Small calls finish their trial instead: there the
-// extra allreduce would cost about as much as the calls it saves.
+// A challenger's trial is looked at before its end (one allreduce of the
+// blocks so far, on every rank alike): after every pair for calls above
+// kFullTrialBytes, once at half way for smaller ones (where an allreduce
+// after every pair would cost about as much as the calls it saves).
+// - A challenger whose blocks so far have lost more pairs than the trial
+//   allows cannot take the shape whatever its remaining blocks do: its
+//   trial ends there, not taken, as it would have at its end.
+// - One that won every pair so far, two at least, with a median lead of
+//   kDecisive (and the gain a call after a barrier asks for) takes the
+//   shape there: the rest of its trial would only run the opponent's
+//   slower calls.
+// So a trial whose verdict is plain costs the job half its calls.
 Verdict stop_early(const Trial& t, const Call& c, const Hierarchy& h) {
   std::vector<double> mine, library;
   const bool agreed = slowest_blocks(t, h, &mine, &library);
   const size_t n = mine.size(), wins = agreed ? pairs_won(mine, library) : 0;
   const size_t total = static_cast<size_t>(t.pairs);
+  if (agreed && n >= 2 && wins == n && decisive(t, mine, library)) {
+    g_taken.fetch_add(1, std::memory_order_relaxed);
+    if (h.rank == 0 && config().log_level >= LogLevel::info) {
+      const double per_call = 1e6 / (t.block_calls - 1);
+      log(LogLevel::info,
+          "trial: %s of %lld bytes on %d ranks%s: %s %.2f us, %s %.2f us per call, won all of the first %zu "
+          "block pairs of %zu (each block's slowest rank): challenger taken",
+          std::string(collective_name(c.collective)).c_str(), static_cast<long long>(bytes_of(c)), h.size,
+          condition_name(t.key.condition), std::string(t.key.algorithm->name).c_str(), median(mine) * per_call,
+          opponent_name(t).c_str(), median(library) * per_call, n, total);
+    }
+    return Verdict::keep;
+  }
   if (agreed && wins + (total - n) >= pairs_to_win(total)) return Verdict::trying;
   g_not_taken.fetch_add(1, std::memory_order_relaxed);
   if (h.rank == 0 && config().log_level >= LogLevel::info) {
@@ -321,8 +351,10 @@ Verdict trial_run(const Algorithm& a, const Call& c, const Hierarchy& h, uint8_t
     (algorithm_side ? it->mine : it->library).push_back(it->block);
     it->block = 0;
     last = block + 1 >= 2 * pairs;
-    // A pair is complete after every odd block (the order above).
-    const bool check = !last && challenger && block % 2 == 1 && block_calls == kLargeBlock;
+    // A pair is complete after every odd block (the order above): every
+    // pair of a large call's trial is looked at, half way for a small one's.
+    const bool check =
+        !last && challenger && block % 2 == 1 && (block_calls == kLargeBlock || block == 2 * (pairs / 2) - 1);
     if (!last && !check) return Verdict::trying;
     done = *it;
   }

@@ -75,8 +75,9 @@ Verdict trial_run(const Algorithm& a, const Call& c, const Hierarchy& h, uint8_t
 
 // Block pairs a challenger must win, of `pairs` (three in four, rounded
 // up), beside leading the library's median by more than 10%. A challenger
-// of calls above 64 KiB whose lost pairs already rule that out ends its
-// trial at once, without running its remaining blocks.
+// whose lost pairs already rule that out ends its trial without running its
+// remaining blocks (looked at after every pair above 64 KiB a call, half way
+// below); one that won every pair by 1.5x at half way takes the shape there.
 size_t pairs_to_win(size_t pairs);
 
 // Tests: every trial call of `a` counts `seconds` more on this rank (0: none;

@@ -24,6 +24,18 @@
 #       (a build with VENEER_EMULATED_GPU_BENCH=ON): what CI runs
 #       (ctest -R gpu_script, with --no-build on CI's own build folder).
 #       Correctness only: the emulator's timings mean nothing.
+#   bash bench/gpu/run_on_gpu_machine.sh --host-collectives
+#       on the GPU machine, its CPUs only: host collectives at 4-16 ranks,
+#       one rank per core, with no oversubscription (what a 2-core machine
+#       cannot time). Per MPI: a build without CUDA, `veneer-calibrate --max
+#       1M` at 4 ranks (timed), the model check of application patterns
+#       (--apps) at 16, 8 and 4 ranks on that profile, the application loop
+#       (veneer-bench-loop) at 16 and 8 ranks, the pass-through overhead at 2
+#       ranks and the paired halo exchange at 1, 2 and 4 ranks (with and
+#       without the profile, and a control without Veneer). Steps that would
+#       start after VENEER_HOST_BUDGET seconds (default 540) are skipped;
+#       VENEER_HOST_RANKS sets the checks' rank counts (default "16 8 4"; the
+#       loop runs at the first two).
 #
 # Environment: VENEER_GPU_BUILD (build folder; default build-gpu, one
 # build-gpu-<mpi> per MPI), VENEER_GPU_MPI (openmpi, mpich or "openmpi mpich",
@@ -80,10 +92,11 @@ if [[ ${1:-} == --prepare ]]; then
   exit 0
 fi
 
-emulated=0 quick=0 build_it=1
+emulated=0 quick=0 build_it=1 host=0
 for a in "$@"; do
   case $a in
     --emulated) emulated=1 ;;
+    --host-collectives) host=1 ;;
     --quick) quick=1 ;;
     --no-build) build_it=0 ;;
     *) echo "unknown argument $a (see the head of $0)"; exit 2 ;;
@@ -156,7 +169,9 @@ configure_and_build() {  # DIR FLAVOUR
     mpich) args+=(-DMPI_C_COMPILER=mpicc.mpich -DMPI_CXX_COMPILER=mpicxx.mpich
                   "-DMPIEXEC_EXECUTABLE=$(command -v mpiexec.mpich)") ;;
   esac
-  if ((emulated)); then
+  if ((host)); then
+    args+=(-DVENEER_CUDA=OFF -DVENEER_TESTS=OFF)
+  elif ((emulated)); then
     args+=(-DVENEER_CUDA=OFF -DVENEER_EMULATED_GPU_BENCH=ON)
   else
     args+=(-DVENEER_CUDA=ON "-DVENEER_CUDA_ARCHITECTURES=$arch")
@@ -164,7 +179,75 @@ configure_and_build() {  # DIR FLAVOUR
   echo "== configure $dir (${flavour}): ${args[*]}"
   cmake -S "$root" -B "$dir" "${args[@]}" >"$dir.configure.log" 2>&1 || { tail -30 "$dir.configure.log"; return 1; }
   echo "== build $dir"
-  cmake --build "$dir" -j "$(nproc)" >"$dir.build.log" 2>&1 || { tail -40 "$dir.build.log"; return 1; }
+  local targets=()
+  ((host)) && targets=(--target veneer veneer-calibrate veneer-model-check veneer-bench-loop veneer-bench-overhead
+                       veneer-halo3d)
+  cmake --build "$dir" -j "$(nproc)" "${targets[@]}" >"$dir.build.log" 2>&1 || { tail -40 "$dir.build.log"; return 1; }
+}
+
+# --- host collectives on the GPU machine's cores -------------------------------
+host_launch() {  # FLAVOUR NP [VAR=VALUE]... -- PROGRAM ARGS
+  local flavour=$1 np=$2 pass=()
+  shift 2
+  while [[ $1 != -- ]]; do
+    if [[ $flavour == mpich ]]; then pass+=(-genv "${1%%=*}" "${1#*=}"); else pass+=(-x "$1"); fi
+    shift
+  done
+  shift
+  if [[ $flavour == mpich ]]; then
+    timeout 300 mpiexec.mpich -np "$np" -bind-to core "${pass[@]}" "$@"
+  else
+    OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_mpi_yield_when_idle=${OMPI_MCA_mpi_yield_when_idle:-0} \
+      timeout 300 mpirun -np "$np" --oversubscribe --bind-to "${VENEER_HOST_BIND:-core}" --map-by core "${pass[@]}" "$@"
+  fi
+}
+
+host_collectives() {  # DIR FLAVOUR
+  local dir=$1 flavour=$2 out=$results/host-$2 budget=${VENEER_HOST_BUDGET:-540}
+  local veneer=$dir/interposer/libveneer.so profile=$results/host-$2/profile4.json
+  mkdir -p "$out"
+  time_left() { ((SECONDS < budget)) || { echo "== [$flavour] skipped after ${SECONDS}s: $*"; return 1; }; }
+  echo "== [$flavour] $(nproc) cores; $(lscpu 2>/dev/null | grep -m1 'Model name' | sed 's/  */ /g')"
+  echo "== [$flavour] calibrate, 4 ranks, --max 1M"
+  local t0=$SECONDS
+  host_launch "$flavour" 4 -- "$dir/bench/veneer-calibrate" --max 1M --out "$profile" >"$out/calibrate.log" 2>&1 \
+    || { tail -20 "$out/calibrate.log"; fail "calibrate ($flavour)"; return; }
+  echo "calibration took $((SECONDS - t0)) s"
+  local ranks=(${VENEER_HOST_RANKS:-16 8 4})
+  for np in "${ranks[@]}"; do
+    time_left "model check at $np ranks" || break
+    echo "== [$flavour] model check --apps, $np ranks, the 4-rank profile"
+    host_launch "$flavour" "$np" -- "$dir/bench/veneer-model-check" --apps --min 16 --max 1M --no-p2p \
+      --profile "$profile" --json "$out/check.np$np.json" >"$out/check.np$np.log" 2>&1 || fail "model check ($np ranks)"
+    grep -E "within 1.10x|mean penalty|^model-check:" "$out/check.np$np.log"
+  done
+  for np in "${ranks[@]:0:2}"; do
+    time_left "application loop at $np ranks" || break
+    echo "== [$flavour] application loop, $np ranks, the 4-rank profile: library us / Veneer us"
+    host_launch "$flavour" "$np" "LD_PRELOAD=$veneer" "VENEER_PROFILE=$profile" -- "$dir/bench/veneer-bench-loop" \
+      --bytes 8,4k,128k --compute 100 --iterations 300 --rounds 4 --json "$out/loop.np$np.json" \
+      >"$out/loop.np$np.log" 2>&1 || fail "application loop ($np ranks)"
+    cat "$out/loop.np$np.log"
+  done
+  if time_left "pass-through overhead"; then
+    echo "== [$flavour] pass-through overhead, 2 ranks, the 4-rank profile"
+    host_launch "$flavour" 2 "VENEER_PROFILE=$profile" -- "$dir/bench/veneer-bench-overhead" --repetitions 31 \
+      >"$out/overhead.log" 2>&1 || fail "overhead"
+    cat "$out/overhead.log"
+  fi
+  for np in 1 2 4; do
+    for with in none profile control; do
+      time_left "halo exchange at $np ranks ($with)" || break 2
+      local env=()
+      case $with in
+        none) env=("LD_PRELOAD=$veneer" VENEER_PROFILE=off) ;;
+        profile) env=("LD_PRELOAD=$veneer" "VENEER_PROFILE=$profile") ;;
+      esac
+      host_launch "$flavour" "$np" "${env[@]}" -- "$dir/bench/veneer-halo3d" --q 3 --method isend --paired \
+        --iterations 400 >"$out/halo.np$np.$with.log" 2>&1 || fail "halo exchange ($np ranks, $with)"
+      echo "halo np$np $with: $(grep -E '^isend ' "$out/halo.np$np.$with.log")"
+    done
+  done
 }
 
 run_suite() {  # DIR LABEL
@@ -262,6 +345,19 @@ run_suite() {  # DIR LABEL
 }
 
 # --- main ----------------------------------------------------------------------
+if ((host)); then
+  compgen -G "$carry/debs/*.deb" >/dev/null && { unpack_debs || exit 1; }
+  read -r -a found <<<"${VENEER_GPU_MPI:-$(mpis_present)}"
+  ((${#found[@]})) || { echo "no MPI found (--prepare elsewhere and carry build-gpu-carry)"; exit 1; }
+  for flavour in "${found[@]}"; do
+    dir=${VENEER_GPU_BUILD:-$root/build-host}-$flavour
+    configure_and_build "$dir" "$flavour" || { fail "build against $flavour"; continue; }
+    host_collectives "$dir" "$flavour"
+  done
+  echo "== results in $results; exit status $status"
+  exit $status
+fi
+
 if ((!emulated)); then
   echo "== GPU"
   nvidia-smi --query-gpu=name,compute_cap,driver_version,memory.total --format=csv 2>/dev/null || echo "nvidia-smi failed"
