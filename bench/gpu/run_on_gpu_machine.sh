@@ -35,7 +35,8 @@
 #       without the profile, and a control without Veneer). Steps that would
 #       start after VENEER_HOST_BUDGET seconds (default 540) are skipped;
 #       VENEER_HOST_RANKS sets the checks' rank counts (default "16 8 4"; the
-#       loop runs at the first two).
+#       loop runs at the first two), VENEER_HOST_CALIBRATE the calibration's
+#       arguments (default --max 1M).
 #
 # Environment: VENEER_GPU_BUILD (build folder; default build-gpu, one
 # build-gpu-<mpi> per MPI), VENEER_GPU_MPI (openmpi, mpich or "openmpi mpich",
@@ -208,9 +209,11 @@ host_collectives() {  # DIR FLAVOUR
   mkdir -p "$out"
   time_left() { ((SECONDS < budget)) || { echo "== [$flavour] skipped after ${SECONDS}s: $*"; return 1; }; }
   echo "== [$flavour] $(nproc) cores; $(lscpu 2>/dev/null | grep -m1 'Model name' | sed 's/  */ /g')"
-  echo "== [$flavour] calibrate, 4 ranks, --max 1M"
+  time_left "calibration" || return
+  echo "== [$flavour] calibrate, 4 ranks, ${VENEER_HOST_CALIBRATE:---max 1M}"
   local t0=$SECONDS
-  host_launch "$flavour" 4 -- "$dir/bench/veneer-calibrate" --max 1M --out "$profile" >"$out/calibrate.log" 2>&1 \
+  host_launch "$flavour" 4 -- "$dir/bench/veneer-calibrate" ${VENEER_HOST_CALIBRATE:---max 1M} --out "$profile" \
+    >"$out/calibrate.log" 2>&1 \
     || { tail -20 "$out/calibrate.log"; fail "calibrate ($flavour)"; return; }
   echo "calibration took $((SECONDS - t0)) s"
   local ranks=(${VENEER_HOST_RANKS:-16 8 4})
