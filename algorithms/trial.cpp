@@ -157,7 +157,8 @@ int timed(const Algorithm* a, const Call& c, const Hierarchy& h, double* seconds
 // on the communicator, inside this collective call, on every rank alike),
 // and each side's median of those. The model's choice stays unless the
 // library's median led by more than kOverturn. A challenger takes the shape
-// only where its median led by more than kOverturn, it won at least
+// only where its median led by more than kOverturn (kDecisive in a trial of
+// fewer than four pairs), it won at least
 // kChallengerWins of the block pairs (each of its blocks against the
 // library's next to it in time), and, on the first calls since a barrier,
 // it gained at least after_barrier_min_gain a call: on 5-6 ranks over 2
@@ -212,8 +213,13 @@ Verdict settle(const Trial& t, const Call& c, const Hierarchy& h) {
   const double per_call = 1.0 / (t.block_calls - 1);
   const bool challenger = t.key.challenger;
   bool keep = slowest[0] <= slowest[1] * kOverturn;
+  // A short trial (large calls: two or three pairs, one timed call a block)
+  // gives a challenger the shape only for a lead of kDecisive: taking a
+  // wrong one costs every later call of the job, leaving a right one out
+  // costs what it would have gained.
+  const double lead = n < 4 ? kDecisive : kOverturn;
   if (challenger)
-    keep = slowest[0] * kOverturn < slowest[1] && wins >= pairs_to_win(n) &&
+    keep = slowest[0] * lead < slowest[1] && wins >= pairs_to_win(n) &&
            (t.key.condition != 2 || (slowest[1] - slowest[0]) * per_call >= after_barrier_min_gain);
   const Verdict v = keep ? Verdict::keep : Verdict::drop;
   if (challenger) (keep ? g_taken : g_not_taken).fetch_add(1, std::memory_order_relaxed);
