@@ -45,9 +45,9 @@ struct CollName {
   Coll coll;
   const char* name;
 };
-constexpr CollName kColls[] = {{Coll::allreduce, "allreduce"},         {Coll::reduce, "reduce"},
-                               {Coll::bcast, "bcast"},                 {Coll::bcast_barrier, "bcast-barrier"},
-                               {Coll::allgather, "allgather"},         {Coll::alltoall, "alltoall"}};
+constexpr CollName kColls[] = {{Coll::allreduce, "allreduce"}, {Coll::reduce, "reduce"},
+                               {Coll::bcast, "bcast"},         {Coll::bcast_barrier, "bcast-barrier"},
+                               {Coll::allgather, "allgather"}, {Coll::alltoall, "alltoall"}};
 
 const char* name_of(Coll c) {
   for (const auto& n : kColls)
@@ -226,25 +226,15 @@ class Shape {
   void call(const Calls& m, int it) {
     const MPI_Comm w = MPI_COMM_WORLD;
     switch (coll_) {
-      case Coll::allreduce:
-        m.allreduce(send_.data(), recv_.data(), count_, MPI_DOUBLE, MPI_SUM, w);
-        break;
-      case Coll::reduce:
-        m.reduce(send_.data(), recv_.data(), count_, MPI_DOUBLE, MPI_SUM, root(it), w);
-        break;
+      case Coll::allreduce: m.allreduce(send_.data(), recv_.data(), count_, MPI_DOUBLE, MPI_SUM, w); break;
+      case Coll::reduce: m.reduce(send_.data(), recv_.data(), count_, MPI_DOUBLE, MPI_SUM, root(it), w); break;
       case Coll::bcast_barrier:
         m.barrier(w);
         m.bcast(send_.data(), count_, MPI_BYTE, root(it), w);
         break;
-      case Coll::bcast:
-        m.bcast(send_.data(), count_, MPI_BYTE, root(it), w);
-        break;
-      case Coll::allgather:
-        m.allgather(send_.data(), count_, MPI_BYTE, recv_.data(), count_, MPI_BYTE, w);
-        break;
-      case Coll::alltoall:
-        m.alltoall(send_.data(), count_, MPI_BYTE, recv_.data(), count_, MPI_BYTE, w);
-        break;
+      case Coll::bcast: m.bcast(send_.data(), count_, MPI_BYTE, root(it), w); break;
+      case Coll::allgather: m.allgather(send_.data(), count_, MPI_BYTE, recv_.data(), count_, MPI_BYTE, w); break;
+      case Coll::alltoall: m.alltoall(send_.data(), count_, MPI_BYTE, recv_.data(), count_, MPI_BYTE, w); break;
     }
   }
 
@@ -267,7 +257,8 @@ class Shape {
         break;
       case Coll::allgather:
         for (int s = 0; s < size_; ++s)
-          for (int j = 0; j < count_; ++j) wrong += recv_[static_cast<size_t>(s) * count_ + j] != block_byte(s, 0, j, it);
+          for (int j = 0; j < count_; ++j)
+            wrong += recv_[static_cast<size_t>(s) * count_ + j] != block_byte(s, 0, j, it);
         break;
       case Coll::alltoall:
         for (int s = 0; s < size_; ++s)
@@ -357,10 +348,11 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (rank == 0) {
-    std::printf("loop: %d ranks; Veneer preloaded: %s; %d iterations a side a round, %d rounds, %d warm-up calls;\n"
-                "loop: compute %.0f us a call (0.5-1.5x, by rank and iteration); us per iteration of the slowest rank\n",
-                size, veneer_loaded() ? "yes" : "no (both sides are the library)", o.iterations, o.rounds, o.warmup,
-                o.compute_us);
+    std::printf(
+        "loop: %d ranks; Veneer preloaded: %s; %d iterations a side a round, %d rounds, %d warm-up calls;\n"
+        "loop: compute %.0f us a call (0.5-1.5x, by rank and iteration); us per iteration of the slowest rank\n",
+        size, veneer_loaded() ? "yes" : "no (both sides are the library)", o.iterations, o.rounds, o.warmup,
+        o.compute_us);
     std::printf("%-14s %9s %12s %12s %10s %17s\n", "collective", "bytes", "Veneer us", "library us", "lib/Veneer",
                 "rounds' range");
     std::fflush(stdout);
@@ -406,13 +398,13 @@ int main(int argc, char** argv) {
   if (rank == 0) {
     if (wrong_all)
       std::printf("loop: %ld wrong elements in the results (every call's result was checked)\n", wrong_all);
-    else
-      std::printf("loop: verified %ld calls' results on all ranks\n", checked_all);
+    else std::printf("loop: verified %ld calls' results on all ranks\n", checked_all);
     if (!o.json_path.empty()) {
       if (FILE* f = std::fopen(o.json_path.c_str(), "w")) {
-        std::fprintf(f, "{\"ranks\":%d,\"veneer_preloaded\":%s,\"iterations\":%d,\"rounds\":%d,\"compute_us\":%g,"
-                     "\"wrong\":%ld,\"results\":[", size, veneer_loaded() ? "true" : "false", o.iterations,
-                     o.rounds, o.compute_us, wrong_all);
+        std::fprintf(f,
+                     "{\"ranks\":%d,\"veneer_preloaded\":%s,\"iterations\":%d,\"rounds\":%d,\"compute_us\":%g,"
+                     "\"wrong\":%ld,\"results\":[",
+                     size, veneer_loaded() ? "true" : "false", o.iterations, o.rounds, o.compute_us, wrong_all);
         for (size_t i = 0; i < results.size(); ++i) {
           const Result& r = results[i];
           std::fprintf(f, "%s{\"coll\":\"%s\",\"bytes\":%ld,\"veneer_us\":%.3f,\"library_us\":%.3f,\"ratio\":%.4f",
