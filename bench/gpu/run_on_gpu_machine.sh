@@ -349,7 +349,7 @@ run_suite() {  # DIR LABEL
 
 # --- main ----------------------------------------------------------------------
 if ((host)); then
-  compgen -G "$carry/debs/*.deb" >/dev/null && { unpack_debs || exit 1; }
+  ls "$carry"/debs/*.deb >/dev/null 2>&1 && { unpack_debs || exit 1; }
   read -r -a found <<<"${VENEER_GPU_MPI:-$(mpis_present)}"
   ((${#found[@]})) || { echo "no MPI found (--prepare elsewhere and carry build-gpu-carry)"; exit 1; }
   for flavour in "${found[@]}"; do
@@ -377,7 +377,7 @@ if ((!build_it)); then
   dir=${VENEER_GPU_BUILD:?--no-build needs VENEER_GPU_BUILD}
   run_suite "$dir" "$(basename "$dir")"
 else
-  compgen -G "$carry/debs/*.deb" >/dev/null && { unpack_debs || exit 1; }
+  ls "$carry"/debs/*.deb >/dev/null 2>&1 && { unpack_debs || exit 1; }
   read -r -a found <<<"${VENEER_GPU_MPI:-$(mpis_present)}"
   if ((${#found[@]} == 0)); then
     ((emulated)) && { echo "no MPI found (install one, or --prepare and carry build-gpu-carry)"; exit 1; }
