@@ -16,6 +16,7 @@
 
 #include <array>
 #include <atomic>
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 
@@ -195,15 +196,17 @@ extern thread_local constinit Table* t_table [[gnu::tls_model("initial-exec")]];
 extern std::atomic<uint64_t> g_epoch;  // bumped whenever every remembered decision becomes stale
 // Every field that tells calls apart moves the set: the root and the
 // collective too (they once sat in bits the index never read, so every root
-// of a broadcast shared one slot). Independent multiplies, then the top bits.
+// of a broadcast shared one slot).
 [[gnu::always_inline]] inline size_t set_of(const DecisionKey& k) {
-  uint64_t h = handle_key(k.comm) * 0x9E3779B97F4A7C15ull;
-  h ^= handle_key(k.type) * 0xC2B2AE3D27D4EB4Full;
-  h ^= (static_cast<uint64_t>(static_cast<uint32_t>(k.count)) << 32 | static_cast<uint32_t>(k.root)) *
-       0x165667B19E3779F9ull;
-  h ^= (handle_key(k.op) ^ static_cast<uint64_t>(k.collective) << 1 ^ static_cast<uint64_t>(k.in_place)) *
-       0x27D4EB2F165667C5ull;
-  h ^= h >> 29;
+  // The fields folded by rotations (the handles' varying bits apart from
+  // the count's and the root's), the high bits onto the low, then one
+  // multiply and its top bits, which every input bit reaches. One multiply,
+  // not one per field: this runs for every collective left to the library.
+  uint64_t h =
+      handle_key(k.comm) ^ std::rotl(handle_key(k.type), 21) ^
+      std::rotl(handle_key(k.op) ^ static_cast<uint64_t>(k.collective) << 1 ^ static_cast<uint64_t>(k.in_place), 42) ^
+      (static_cast<uint64_t>(static_cast<uint32_t>(k.count)) << 32 | static_cast<uint32_t>(k.root));
+  h ^= h >> 23;
   return static_cast<size_t>((h * 0x9E3779B97F4A7C15ull) >> (64 - kSetBits));
 }
 }  // namespace detail

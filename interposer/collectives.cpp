@@ -261,8 +261,10 @@ template <alg::Collective kind>
 namespace {
 [[gnu::always_inline]] inline bool surely_library(const alg::Call& call, MPI_Comm comm) {
   const Config& c = config();
-  if (!takes_collective(c)) return false;  // the full path passes through, and counts
-  if (c.report != 0 || device_memory_in_question(c)) [[unlikely]]
+  // Off (the full path passes through), or a report wanted (it counts per algorithm).
+  if (!c.collectives_quick) [[unlikely]]
+    return false;
+  if (device_memory_in_question(c)) [[unlikely]]
     return false;
   const alg::Remembered* d = alg::recall_decision(alg::decision_key(call, comm));
   // The library for this call's pattern (noting the root and the barriers

@@ -37,13 +37,16 @@ enum class ThresholdOrigin { built_in, profile, environment };
 // The fields every passed-through call reads (the switches, report, the send
 // thresholds) come first, so that they share one cache line.
 struct alignas(64) Config {
-  bool enabled = true;                  // VENEER_DISABLE=1 turns everything off
-  bool datatypes = true;                // VENEER_DATATYPES=0 turns the datatype engine off
-  bool pack = true;                     // VENEER_PACK=0: MPI_Pack/Unpack go to the library
-  bool p2p = true;                      // VENEER_P2P=0: sends/receives go to the library
-  bool alltoall = true;                 // VENEER_ALLTOALLV=0: Alltoallv/w go to the library
-  bool collectives = true;              // VENEER_COLLECTIVES=0: collectives go to the library
-  bool device = true;                   // VENEER_DEVICE=0: device (GPU) buffers go to the library untouched
+  bool enabled = true;      // VENEER_DISABLE=1 turns everything off
+  bool datatypes = true;    // VENEER_DATATYPES=0 turns the datatype engine off
+  bool pack = true;         // VENEER_PACK=0: MPI_Pack/Unpack go to the library
+  bool p2p = true;          // VENEER_P2P=0: sends/receives go to the library
+  bool alltoall = true;     // VENEER_ALLTOALLV=0: Alltoallv/w go to the library
+  bool collectives = true;  // VENEER_COLLECTIVES=0: collectives go to the library
+  bool device = true;       // VENEER_DEVICE=0: device (GPU) buffers go to the library untouched
+  // enabled && collectives && report == 0, kept by parse_config: the one
+  // byte a collective's quick path reads (interposer/collectives.cpp).
+  bool collectives_quick = true;
   LogLevel log_level = LogLevel::warn;  // VENEER_LOG=error|warn|info|debug
   int report = 0;                       // VENEER_REPORT=0|1|2 (2: per rank)
   // Send/receive take-over rule: non-contiguous data whose mean contiguous
