@@ -187,15 +187,15 @@ size_t pairs_won(const std::vector<double>& mine, const std::vector<double>& lib
   return wins;
 }
 
-// A challenger's lead that ends its trial half way (stop_early): a median
-// block kDecisive times shorter than the opponent's, and on the first calls
-// since a barrier the gain a call that a full trial asks for.
+// The lead a challenger needs to take the shape half way (stop_early), or
+// at the end of a trial of fewer than four pairs (settle).
 constexpr double kDecisive = 1.5;
-bool decisive(const Trial& t, const std::vector<double>& mine, const std::vector<double>& library) {
-  const double slowest[2] = {median(mine), median(library)};
+// Whether a challenger's median block (`mine`) leads the opponent's by
+// `factor`, and on the first calls since a barrier gains
+// after_barrier_min_gain a call.
+bool leads_by(const Trial& t, double mine, double opponent, double factor) {
   const double per_call = 1.0 / (t.block_calls - 1);
-  return slowest[0] * kDecisive < slowest[1] &&
-         (t.key.condition != 2 || (slowest[1] - slowest[0]) * per_call >= after_barrier_min_gain);
+  return mine * factor < opponent && (t.key.condition != 2 || (opponent - mine) * per_call >= after_barrier_min_gain);
 }
 
 // "library", or the name of the challenger taken before this one.
@@ -217,10 +217,7 @@ Verdict settle(const Trial& t, const Call& c, const Hierarchy& h) {
   // gives a challenger the shape only for a lead of kDecisive: taking a
   // wrong one costs every later call of the job, leaving a right one out
   // costs what it would have gained.
-  const double lead = n < 4 ? kDecisive : kOverturn;
-  if (challenger)
-    keep = slowest[0] * lead < slowest[1] && wins >= pairs_to_win(n) &&
-           (t.key.condition != 2 || (slowest[1] - slowest[0]) * per_call >= after_barrier_min_gain);
+  if (challenger) keep = leads_by(t, slowest[0], slowest[1], n < 4 ? kDecisive : kOverturn) && wins >= pairs_to_win(n);
   const Verdict v = keep ? Verdict::keep : Verdict::drop;
   if (challenger) (keep ? g_taken : g_not_taken).fetch_add(1, std::memory_order_relaxed);
   else (keep ? g_kept : g_dropped).fetch_add(1, std::memory_order_relaxed);
@@ -279,7 +276,7 @@ Verdict stop_early(const Trial& t, const Call& c, const Hierarchy& h) {
   const bool agreed = slowest_blocks(t, h, &mine, &library);
   const size_t n = mine.size(), wins = agreed ? pairs_won(mine, library) : 0;
   const size_t total = static_cast<size_t>(t.pairs);
-  if (agreed && n >= 2 && wins == n && decisive(t, mine, library)) {
+  if (agreed && n >= 2 && wins == n && leads_by(t, median(mine), median(library), kDecisive)) {
     g_taken.fetch_add(1, std::memory_order_relaxed);
     if (h.rank == 0 && config().log_level >= LogLevel::info) {
       const double per_call = 1e6 / (t.block_calls - 1);
