@@ -38,6 +38,19 @@ uint8_t queue_behind(const Choice& choice, bool* chained) {
   return static_cast<uint8_t>(next | third << 4);
 }
 
+// A lead the profile measured thin: on a rank count the profile timed, the
+// model's choice is still tried on the job's own calls where it leads the
+// library by less than this, and kept only where it does not trail the
+// library there (TrialRole::thin: when in doubt, pass through). The calibration times back-to-back batches;
+// an application's pattern (a barrier before each call, compute between
+// calls, other sizes) moves the times by more than such a lead: Open MPI's
+// rooted reduce of 512 B-1 KiB on 4 ranks, which two_level led by 1.12-1.16x
+// in the profile, ran at 0.79-0.85 of the library in OSU's timing loop.
+constexpr double kThinLead = 1.25;
+bool thin_lead(const Choice& c) {
+  return c.library_seconds > 0 && c.predicted_seconds > 0 && c.library_seconds < kThinLead * c.predicted_seconds;
+}
+
 // Decides about a call not decided before: the library (algorithm null) or
 // one of Veneer's algorithms on the communicator's hierarchy; for bcast and
 // reduce, once for a root that stays and once for one that moved.
@@ -58,12 +71,12 @@ Remembered decide(const Call& c, MPI_Comm comm) {
   // The choice for s, or for a variant of it (`pattern` names the variant in
   // the log; the report counts the call's own decision only).
   // The choice, and whether a trial decides it on the job's own calls: the
-  // model's choice (where VENEER_TRIAL asks for it, or on a rank count the
-  // profile did not time), or there, where the model kept the library, the
-  // challenger (algorithms/trial.h).
+  // model's choice (where VENEER_TRIAL asks for it, on a rank count the
+  // profile did not time, or where its lead is thin), or on such a count,
+  // where the model kept the library, the challenger (algorithms/trial.h).
   const bool triable_call = triable(c);
   const bool trial_timed = config().trial_timed;
-  bool tried = false, challenged = false, chained = false;
+  bool tried = false, challenged = false, chained = false, thin = false;
   // The challengers after (Remembered::next_challenger); `chained`: the
   // head is tried also where the first takes the pattern.
   uint8_t next = 0;
@@ -72,7 +85,10 @@ Remembered decide(const Call& c, MPI_Comm comm) {
     if (config().log_level >= LogLevel::debug)
       log(LogLevel::debug, "%s%s: %s: %s", describe(shape).c_str(), pattern,
           std::string(choice.algorithm ? choice.algorithm->name : "library").c_str(), reason(choice, shape).c_str());
-    tried = triable_call && choice.algorithm && choice.decision == Decision::model && (trial_timed || choice.untimed);
+    thin = !choice.untimed && thin_lead(choice);
+    tried = triable_call && choice.algorithm && choice.decision == Decision::model &&
+            (trial_timed || choice.untimed || thin);
+    thin = thin && tried;
     challenged = triable_call && !choice.algorithm && choice.challenger;
     chained = false;
     next = challenged ? queue_behind(choice, &chained) : 0;
@@ -85,6 +101,7 @@ Remembered decide(const Call& c, MPI_Comm comm) {
   auto note_trial = [&](Remembered& r, uint8_t condition) {
     if (tried) r.on_trial |= static_cast<uint8_t>(1u << condition);
     if (challenged) r.challenged |= static_cast<uint8_t>(1u << condition);
+    if (thin) r.thin |= static_cast<uint8_t>(1u << condition);
     if (chained) r.chained |= static_cast<uint8_t>(1u << condition);
     r.next_challenger[condition] = next;
   };
@@ -137,8 +154,10 @@ std::optional<int> take(const Call& c, MPI_Comm comm) {
     // The model's choice, or a challenger, not yet confirmed on this pattern's own calls.
     std::optional<int> ran;
     Remembered settled = *known;
-    Verdict v = trial_run(*a, c, *h, condition, (settled.challenged >> condition & 1u) != 0,
-                          settled.incumbent_for(condition), &ran);
+    const TrialRole role = (settled.challenged >> condition & 1u) ? TrialRole::challenger
+                           : (settled.thin >> condition & 1u)     ? TrialRole::thin
+                                                                  : TrialRole::model;
+    Verdict v = trial_run(*a, c, *h, condition, role, settled.incumbent_for(condition), &ran);
     if (v != Verdict::trying) {
       // A trial over before this call, with another challenger after it:
       // that one's trial has the call. Walked from the trial book on every
@@ -146,8 +165,8 @@ std::optional<int> take(const Call& c, MPI_Comm comm) {
       // decided the call again starts from the first challenger).
       settled.settle(condition, v == Verdict::keep);
       while (!ran && (settled.on_trial >> condition & 1u)) {
-        v = trial_run(*settled.alternative_for(condition), c, *h, condition, true, settled.incumbent_for(condition),
-                      &ran);
+        v = trial_run(*settled.alternative_for(condition), c, *h, condition, TrialRole::challenger,
+                      settled.incumbent_for(condition), &ran);
         if (v == Verdict::trying) break;
         settled.settle(condition, v == Verdict::keep);
       }

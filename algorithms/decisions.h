@@ -63,6 +63,9 @@ struct Remembered {
   // library was kept on a rank count the profile did not time, and the
   // algorithm takes the pattern only if it leads on the job's own calls.
   uint8_t challenged = 0;
+  // Of the others, a bit per pattern where the model's choice is tried for
+  // a thin lead on a count the profile timed (TrialRole::thin).
+  uint8_t thin = 0;
   // Per pattern, the challengers tried after this one, a queue of two
   // (1 + their index, 0 none; the first in the low four bits, the formulas'
   // best in the high four, Choice::next_challenger and third_challenger).
@@ -120,6 +123,7 @@ struct Remembered {
     }
     on_trial = static_cast<uint8_t>(on_trial & ~bit);
     challenged = static_cast<uint8_t>(challenged & ~bit);
+    thin = static_cast<uint8_t>(thin & ~bit);
     chained = static_cast<uint8_t>(chained & ~bit);
     next_challenger[condition] = 0;
     if (!keep) set_choice(condition, incumbent[condition]);

@@ -31,7 +31,7 @@ struct TrialKey {
   uint8_t condition = 0;
   const Algorithm* algorithm = nullptr;
   const Algorithm* opponent = nullptr;  // nullptr: the library
-  bool challenger = false;
+  TrialRole role = TrialRole::model;
   bool operator==(const TrialKey&) const = default;
 };
 
@@ -92,12 +92,12 @@ bool named(MPI_Datatype t) {
   return combiner && *combiner == MPI_COMBINER_NAMED;
 }
 
-TrialKey key_of(const Call& c, uint8_t condition, const Algorithm& a, const Algorithm* opponent, bool challenger) {
+TrialKey key_of(const Call& c, uint8_t condition, const Algorithm& a, const Algorithm* opponent, TrialRole role) {
   TrialKey k{.call = decision_key(c, MPI_COMM_NULL),
              .condition = condition,
              .algorithm = &a,
              .opponent = opponent,
-             .challenger = challenger};
+             .role = role};
   // Not the root (a rotating root is one shape), nor MPI_IN_PLACE (a
   // reduce's root's alone), nor the send side of an in-place allgather or
   // alltoall (not read, and may differ between ranks).
@@ -156,7 +156,8 @@ int timed(const Algorithm* a, const Call& c, const Hierarchy& h, double* seconds
 // The end of a trial: each block's time on the slowest rank (one allreduce
 // on the communicator, inside this collective call, on every rank alike),
 // and each side's median of those. The model's choice stays unless the
-// library's median led by more than kOverturn. A challenger takes the shape
+// library's median led by more than kOverturn (a thin lead's: unless it led
+// at all). A challenger takes the shape
 // only where its median led by more than kOverturn (kDecisive in a trial of
 // fewer than four pairs), it won at least
 // kChallengerWins of the block pairs (each of its blocks against the
@@ -211,8 +212,8 @@ Verdict settle(const Trial& t, const Call& c, const Hierarchy& h) {
   const double slowest[2] = {median(mine), median(library)};
   const size_t wins = pairs_won(mine, library);
   const double per_call = 1.0 / (t.block_calls - 1);
-  const bool challenger = t.key.challenger;
-  bool keep = slowest[0] <= slowest[1] * kOverturn;
+  const bool challenger = t.key.role == TrialRole::challenger;
+  bool keep = slowest[0] <= slowest[1] * (t.key.role == TrialRole::thin ? 1.0 : kOverturn);
   // A short trial (large calls: two or three pairs, one timed call a block)
   // gives a challenger the shape only for a lead of kDecisive: taking a
   // wrong one costs every later call of the job, leaving a right one out
@@ -309,9 +310,10 @@ bool triable(const Call& c) {
   return named(c.type) && (c.sbuf == MPI_IN_PLACE || named(c.stype));
 }
 
-Verdict trial_run(const Algorithm& a, const Call& c, const Hierarchy& h, uint8_t condition, bool challenger,
+Verdict trial_run(const Algorithm& a, const Call& c, const Hierarchy& h, uint8_t condition, TrialRole role,
                   const Algorithm* opponent, std::optional<int>* ran) {
-  const TrialKey key = key_of(c, condition, a, opponent, challenger);
+  const TrialKey key = key_of(c, condition, a, opponent, role);
+  const bool challenger = role == TrialRole::challenger;
   TrialBook& book = book_of(h);
   auto find = [&] {
     return std::find_if(book.trials.begin(), book.trials.end(), [&](const Trial& t) { return t.key == key; });

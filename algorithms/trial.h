@@ -15,6 +15,11 @@
 // (compute between calls, other rank counts, a rotating root, sizes between
 // the measured ones): the profile predicts, the call pattern decides.
 //
+// On a rank count the profile timed, a choice whose measured lead over the
+// library is thin (below 1.25x, algorithms/collectives.cpp kThinLead) is
+// tried by default as above: an application's pattern moves the times by
+// more than that.
+//
 // On a rank count the profile did not time (a sub-communicator, a job of
 // another size), its numbers are a guess either way, and a trial runs by
 // default (VENEER_TRIAL unset): an algorithm the model chose is tried as
@@ -50,6 +55,14 @@ namespace veneer::algorithms {
 
 enum class Verdict : uint8_t { trying, keep, drop };
 
+// What a trial asks of the algorithm tried:
+//  - model: the model's choice; kept unless the opponent led by more than 10%;
+//  - thin: the model's choice on a count the profile timed, where its
+//    measured lead was thin; kept only where it did not trail the library
+//    (a tie passes through);
+//  - challenger: the model kept the opponent; taken only by leading it.
+enum class TrialRole : uint8_t { model, thin, challenger };
+
 // Whether calls like `c` may be tried (VENEER_TRIAL is not 0, and the key
 // above can be formed from its arguments). Which choices are tried is the
 // caller's (algorithms/collectives.cpp decide).
@@ -57,9 +70,7 @@ bool triable(const Call& c);
 
 // The trial of `a` for calls like `c` in pattern `condition` (0: the
 // call's own, 1: its root moved, 2: first since a barrier) on h, against
-// `opponent` (nullptr: the library); `challenger`: `a` takes the shape from
-// the opponent only by leading it (else: keeps it unless the opponent
-// leads). While the trial runs, this call is run here, by `a` or by the
+// `opponent` (nullptr: the library), in `role` (above). While the trial runs, this call is run here, by `a` or by the
 // opponent, and *ran holds its return code; the verdict after it (drop:
 // the opponent serves the shape). Once the trial is over the call is not
 // run (*ran stays empty) and the verdict says by whom it should be.
@@ -70,7 +81,7 @@ bool triable(const Call& c);
 // out one that leads both (on the 2-host cluster, binomial led the
 // library's 512 KiB broadcast from a rotating root by 1.3x and two_level,
 // tried after it, would have led by 2.5x).
-Verdict trial_run(const Algorithm& a, const Call& c, const Hierarchy& h, uint8_t condition, bool challenger,
+Verdict trial_run(const Algorithm& a, const Call& c, const Hierarchy& h, uint8_t condition, TrialRole role,
                   const Algorithm* opponent, std::optional<int>* ran);
 
 // Block pairs a challenger must win, of `pairs` (three in four, rounded

@@ -14,7 +14,7 @@
 //
 //   mpirun -np N [-x LD_PRELOAD=libveneer.so] veneer-bench-loop
 //       [--coll allreduce,bcast,...|all] [--bytes 8,16,64k,512k] [--compute US]
-//       [--iterations N] [--rounds R] [--warmup N] [--json FILE] [--quick]
+//       [--iterations N] [--rounds R] [--warmup N] [--osu] [--json FILE] [--quick]
 //
 // Collectives: allreduce (doubles, sum), reduce (doubles, sum, the root moving
 // with the iteration), bcast (the root moving), bcast-barrier (a barrier, then
@@ -25,6 +25,14 @@
 // Veneer's trials on the first round included), and its range over rounds.
 // The program never links libveneer; without the preload both sides are the
 // library, and the ratio shows the noise.
+//
+// --osu runs OSU's timing loop instead: no compute; each call timed alone,
+// a barrier after it (through the same side's entry point, untimed); the
+// root of bcast and reduce fixed at rank 0; OSU's iteration counts (1000
+// timed after 200 warm-up calls up to 8 KiB, 100 after 10 above, unless
+// --iterations or --warmup say otherwise) and its sizes, 8 B-1 MiB in powers
+// of two; reported per shape: the time of one call averaged over the calls
+// and then over the ranks (OSU's "Avg Latency").
 #include <dlfcn.h>
 #include <mpi.h>
 
@@ -62,6 +70,8 @@ struct Options {
   int iterations = 400;
   int rounds = 4;
   int warmup = 5;
+  bool osu = false;
+  bool iterations_given = false, warmup_given = false;
   std::string json_path;
 };
 
@@ -112,6 +122,10 @@ bool parse(int argc, char** argv, Options& o) {
       o.compute_us = 20;
       continue;
     }
+    if (flag == "--osu") {
+      o.osu = true;
+      continue;
+    }
     if (!v) return false;
     ++a;
     if (flag == "--coll") {
@@ -129,10 +143,12 @@ bool parse(int argc, char** argv, Options& o) {
       o.compute_us = std::max(0.0, std::atof(v));
     } else if (flag == "--iterations") {
       o.iterations = std::max(1, std::atoi(v));
+      o.iterations_given = true;
     } else if (flag == "--rounds") {
       o.rounds = std::max(1, std::atoi(v));
     } else if (flag == "--warmup") {
       o.warmup = std::max(0, std::atoi(v));
+      o.warmup_given = true;
     } else if (flag == "--json") {
       o.json_path = v;
     } else {
@@ -140,8 +156,26 @@ bool parse(int argc, char** argv, Options& o) {
     }
   }
   if (o.colls.empty()) parse_colls("all", o.colls);
+  if (o.osu) {
+    // bcast-barrier is OSU's bcast already; the moving roots are not OSU's.
+    std::erase(o.colls, Coll::bcast_barrier);
+    if (o.colls.empty()) o.colls.push_back(Coll::bcast);
+    o.compute_us = 0;
+    if (o.bytes.empty())
+      for (long b = 8; b <= 1024 * 1024; b *= 2) o.bytes.push_back(b);
+  }
   if (o.bytes.empty()) o.bytes = {8, 16, 64 * 1024, 512 * 1024};
   return true;
+}
+
+// OSU's counts: 1000 timed calls after 200 warm-up ones up to 8 KiB, 100 after 10 above.
+int iterations_for(const Options& o, long bytes) {
+  if (!o.osu || o.iterations_given) return o.iterations;
+  return bytes <= 8192 ? 1000 : 100;
+}
+int warmup_for(const Options& o, long bytes) {
+  if (!o.osu || o.warmup_given) return o.warmup;
+  return bytes <= 8192 ? 200 : 10;
 }
 
 double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
@@ -186,7 +220,8 @@ struct Calls {
 // One shape: the buffers, filling them for an iteration and checking the result.
 class Shape {
  public:
-  Shape(Coll coll, long bytes, int rank, int size) : coll_(coll), rank_(rank), size_(size) {
+  Shape(Coll coll, long bytes, int rank, int size, bool fixed_root)
+      : coll_(coll), rank_(rank), size_(size), fixed_root_(fixed_root) {
     reduction_ = coll == Coll::allreduce || coll == Coll::reduce;
     count_ = reduction_ ? static_cast<int>(std::max<long>(1, (bytes + 7) / 8)) : static_cast<int>(bytes);
     const size_t element = reduction_ ? sizeof(double) : 1;
@@ -270,8 +305,9 @@ class Shape {
   }
 
  private:
-  // bcast-barrier keeps rank 0 as its root, as OSU's loop does; the others move.
-  int root(int it) const { return coll_ == Coll::bcast_barrier ? 0 : it % size_; }
+  // bcast-barrier keeps rank 0 as its root, as OSU's loop does; the others
+  // move, except in OSU's loop.
+  int root(int it) const { return coll_ == Coll::bcast_barrier || fixed_root_ ? 0 : it % size_; }
   static unsigned char bcast_byte(int it, int j) { return static_cast<unsigned char>(it * 7 + j * 3 + 1); }
   static unsigned char block_byte(int from, int to, int j, int it) {
     return static_cast<unsigned char>(from * 13 + to * 5 + j + it * 3);
@@ -279,6 +315,7 @@ class Shape {
 
   Coll coll_;
   int rank_, size_;
+  bool fixed_root_;
   bool reduction_ = false;
   int count_ = 0;
   long bytes_ = 0;
@@ -286,26 +323,36 @@ class Shape {
 };
 
 struct Side {
-  double seconds = 0;  // this rank's compute + calls over the round's iterations
+  double seconds = 0;  // this rank's compute + calls over the round's iterations (OSU's loop: the calls alone)
   long wrong = 0;
   long calls = 0;
 };
 
 // One side's iterations (warm-up first, untimed); the check runs outside the clock.
-Side run_side(Shape& shape, const Calls& calls, const Options& o, int rank, int first_iteration) {
+Side run_side(Shape& shape, const Calls& calls, const Options& o, int rank, int first_iteration, int warmup,
+              int iterations) {
   Side s;
-  for (int w = 0; w < o.warmup; ++w) {
+  for (int w = 0; w < warmup; ++w) {
     shape.fill(first_iteration + w);
     shape.call(calls, first_iteration + w);
+    if (o.osu) calls.barrier(MPI_COMM_WORLD);
     s.wrong += shape.check(first_iteration + w);
   }
-  for (int i = 0; i < o.iterations; ++i) {
-    const int it = first_iteration + o.warmup + i;
+  for (int i = 0; i < iterations; ++i) {
+    const int it = first_iteration + warmup + i;
     shape.fill(it);
-    const double t0 = now();
-    busy_wait(compute_seconds(o.compute_us, rank, i));
-    shape.call(calls, it);
-    s.seconds += now() - t0;
+    if (o.osu) {
+      // OSU's loop: the call alone on the clock, a barrier after it.
+      const double t0 = now();
+      shape.call(calls, it);
+      s.seconds += now() - t0;
+      calls.barrier(MPI_COMM_WORLD);
+    } else {
+      const double t0 = now();
+      busy_wait(compute_seconds(o.compute_us, rank, i));
+      shape.call(calls, it);
+      s.seconds += now() - t0;
+    }
     s.wrong += shape.check(it);
     ++s.calls;
   }
@@ -343,16 +390,23 @@ int main(int argc, char** argv) {
       std::fprintf(stderr,
                    "usage: veneer-bench-loop [--coll allreduce,reduce,bcast,bcast-barrier,allgather,alltoall|all]\n"
                    "         [--bytes 8,16,64k,512k] [--compute US] [--iterations N] [--rounds R] [--warmup N]\n"
-                   "         [--json FILE] [--quick]\n");
+                   "         [--osu] [--json FILE] [--quick]\n");
     MPI_Finalize();
     return 2;
   }
-  if (rank == 0) {
+  if (rank == 0 && o.osu) {
+    std::printf(
+        "loop: %d ranks; Veneer preloaded: %s; OSU's timing loop (a barrier after each call, roots at rank 0),\n"
+        "loop: %d rounds; us per call averaged over the calls and the ranks\n",
+        size, veneer_loaded() ? "yes" : "no (both sides are the library)", o.rounds);
+  } else if (rank == 0) {
     std::printf(
         "loop: %d ranks; Veneer preloaded: %s; %d iterations a side a round, %d rounds, %d warm-up calls;\n"
         "loop: compute %.0f us a call (0.5-1.5x, by rank and iteration); us per iteration of the slowest rank\n",
         size, veneer_loaded() ? "yes" : "no (both sides are the library)", o.iterations, o.rounds, o.warmup,
         o.compute_us);
+  }
+  if (rank == 0) {
     std::printf("%-14s %9s %12s %12s %10s %17s\n", "collective", "bytes", "Veneer us", "library us", "lib/Veneer",
                 "rounds' range");
     std::fflush(stdout);
@@ -363,20 +417,23 @@ int main(int argc, char** argv) {
   int iteration = 0;  // keeps counting across sides and shapes, so stale data never passes
   for (const Coll coll : o.colls) {
     for (const long bytes : o.bytes) {
-      Shape shape(coll, bytes, rank, size);
+      Shape shape(coll, bytes, rank, size, o.osu);
       Result r{coll, shape.bytes(), {}, {}, {}};
+      const int warmup = warmup_for(o, shape.bytes()), iterations = iterations_for(o, shape.bytes());
       for (int round = 0; round < o.rounds; ++round) {
         double us[2] = {0, 0};  // [0] Veneer, [1] library
         for (int k = 0; k < 2; ++k) {
           const bool veneer = (round + k) % 2 == 0;
           PMPI_Barrier(MPI_COMM_WORLD);
-          const Side s = run_side(shape, Calls{veneer}, o, rank, iteration);
-          iteration += o.warmup + o.iterations;
-          double slowest = 0;
-          PMPI_Allreduce(&s.seconds, &slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-          us[veneer ? 0 : 1] = slowest / o.iterations * 1e6;
+          const Side s = run_side(shape, Calls{veneer}, o, rank, iteration, warmup, iterations);
+          iteration += warmup + iterations;
+          // The slowest rank's loop; OSU's loop: the ranks' mean.
+          double t = 0;
+          PMPI_Allreduce(&s.seconds, &t, 1, MPI_DOUBLE, o.osu ? MPI_SUM : MPI_MAX, MPI_COMM_WORLD);
+          if (o.osu) t /= size;
+          us[veneer ? 0 : 1] = t / iterations * 1e6;
           wrong += s.wrong;
-          checked += s.calls + o.warmup;
+          checked += s.calls + warmup;
         }
         r.veneer_us.push_back(us[0]);
         r.library_us.push_back(us[1]);
@@ -402,9 +459,10 @@ int main(int argc, char** argv) {
     if (!o.json_path.empty()) {
       if (FILE* f = std::fopen(o.json_path.c_str(), "w")) {
         std::fprintf(f,
-                     "{\"ranks\":%d,\"veneer_preloaded\":%s,\"iterations\":%d,\"rounds\":%d,\"compute_us\":%g,"
-                     "\"wrong\":%ld,\"results\":[",
-                     size, veneer_loaded() ? "true" : "false", o.iterations, o.rounds, o.compute_us, wrong_all);
+                     "{\"ranks\":%d,\"veneer_preloaded\":%s,\"pattern\":\"%s\",\"iterations\":%d,\"rounds\":%d,"
+                     "\"compute_us\":%g,\"wrong\":%ld,\"results\":[",
+                     size, veneer_loaded() ? "true" : "false", o.osu ? "osu" : "loop", o.iterations, o.rounds,
+                     o.compute_us, wrong_all);
         for (size_t i = 0; i < results.size(); ++i) {
           const Result& r = results[i];
           std::fprintf(f, "%s{\"coll\":\"%s\",\"bytes\":%ld,\"veneer_us\":%.3f,\"library_us\":%.3f,\"ratio\":%.4f",

@@ -128,9 +128,10 @@ struct alignas(64) Config {
   // Calls of each side (Veneer's algorithm, the library) run on the
   // application's own calls before a collective choice is kept, in blocks
   // of four (VENEER_TRIAL; 0: no trials). See algorithms/trial.h. Unset,
-  // only the choices on a communicator whose rank count the profile did
-  // not time are tried (trial_timed false); set to N > 0, also the model's
-  // choices on the counts it timed.
+  // the choices on a communicator whose rank count the profile did not
+  // time are tried, and on the counts it timed those with a thin lead
+  // (trial_timed false); set to N > 0, also every other model choice on the
+  // counts it timed.
   int trial_calls = 32;
   bool trial_timed = false;
   std::string report_file;  // VENEER_REPORT_FILE=path (default stderr)

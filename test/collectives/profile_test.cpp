@@ -76,10 +76,10 @@ topo::CollectivePoint point_here(const char* collective, int64_t bytes,
   return p;
 }
 
-// A profile of this machine in which `fast` is twice as fast as everything
-// else for allreduce at 1-16 KiB; with `more_ranks`, timed on that many ranks
-// more than this job has (a count the job's own is not).
-topo::Profile profile_where(const std::string& fast, int more_ranks = 0) {
+// A profile of this machine in which `fast` is `lead` times (twice) as fast as
+// everything else for allreduce at 1-16 KiB; with `more_ranks`, timed on that
+// many ranks more than this job has (a count the job's own is not).
+topo::Profile profile_where(const std::string& fast, int more_ranks = 0, double lead = 2) {
   topo::Profile p;
   p.fingerprint = topo::current_fingerprint();
   p.created = topo::utc_timestamp();
@@ -87,7 +87,7 @@ topo::Profile profile_where(const std::string& fast, int more_ranks = 0) {
     std::vector<std::pair<std::string, double>> times;
     const double base = 1e-5 * static_cast<double>(bytes) / 1024;
     for (const char* name : {"library", "recursive_doubling", "rabenseifner", "ring", "two_level", "lanes"})
-      times.emplace_back(name, name == fast ? base / 2 : base);
+      times.emplace_back(name, name == fast ? base / lead : base);
     topo::CollectivePoint pt = point_here("allreduce", bytes, times);
     pt.ranks += more_ranks;
     pt.ranks_per_node += more_ranks;
@@ -229,7 +229,8 @@ class ProfileLoading : public ::testing::Test {
     unsetenv("VENEER_PROFILE");
     if (world_rank() == 0) {
       for (const char* f : {"good.json", "corrupt.json", "types.json", "foreign.json", "outdated.json", "older.json",
-                            "p2p.json", "no-p2p.json"})
+                            "p2p.json", "no-p2p.json", "thin.json", "barriers.json", "other_count.json",
+                            "other_count_large.json", "roots.json", "two_counts.json"})
         std::remove((dir_ + "/" + f).c_str());
       ::rmdir(dir_.c_str());
     }
@@ -730,6 +731,49 @@ TEST_F(ProfileLoading, ARankCountTheProfileDidNotTimeIsTriedOnTheJobsCalls) {
   for (int round = 0; round < 5; ++round) allreduce(round);
   EXPECT_EQ(calls("two_level"), 5u);
   PMPI_Comm_free(&comm);
+  set_trial("0");
+}
+
+// A thin lead on the count the profile timed (trials at their default,
+// VENEER_TRIAL unset): two_level measured 1.15x ahead of the library is
+// still tried on the job's own calls (algorithms/collectives.cpp,
+// kThinLead; TrialRole::thin), 32 calls each side. Its calls made to look a
+// millisecond slower, the library leads and serves the shape from then on;
+// the library's calls made slower, two_level stays. A 2x lead runs from
+// the first call, untried (ARankCountTheProfileDidNotTime... above). Every
+// result is the library's, every rank alike.
+TEST_F(ProfileLoading, AThinLeadOnATimedCountIsTriedOnTheJobsCalls) {
+  if (world_size() < 2) GTEST_SKIP() << "one rank passes through";
+  set_trial(nullptr);
+  ASSERT_EQ(load(file("thin.json", topo::profile_text(profile_where("two_level", 0, 1.15)))).info.status,
+            ProfileStatus::loaded);
+  auto calls = [](const char* algorithm) { return calls_of(alg::Collective::allreduce, algorithm); };
+  const alg::Algorithm* two_level = alg::find_algorithm(alg::Collective::allreduce, "two_level");
+  ASSERT_NE(two_level, nullptr);
+  for (const bool library_leads : {true, false}) {
+    SCOPED_TRACE(library_leads ? "the library leads" : "two_level leads");
+    MPI_Comm comm = MPI_COMM_NULL;  // its own trials
+    ASSERT_EQ(PMPI_Comm_dup(MPI_COMM_WORLD, &comm), MPI_SUCCESS);
+    alg::reset_collectives_counts();
+    alg::reset_trial_counts();
+    alg::no_handicaps_for_testing();
+    alg::handicap_for_testing(library_leads ? two_level : nullptr, 1e-3);
+    for (int round = 0; round < 64; ++round) allreduce_matches_library(comm, round, 11);
+    EXPECT_EQ(calls("two_level"), 32u);
+    EXPECT_EQ(calls("library"), 32u);
+    const alg::TrialCounts ended = alg::trial_counts();
+    EXPECT_EQ(ended.dropped, library_leads ? 1u : 0u);
+    EXPECT_EQ(ended.kept, library_leads ? 0u : 1u);
+    alg::no_handicaps_for_testing();
+    for (int round = 64; round < 70; ++round) allreduce_matches_library(comm, round, 11);
+    const uint64_t after = calls("two_level");
+    EXPECT_EQ(after, library_leads ? 32u : 38u);
+    uint64_t lowest = 0, highest = 0;
+    PMPI_Allreduce(&after, &lowest, 1, MPI_UINT64_T, MPI_MIN, comm);
+    PMPI_Allreduce(&after, &highest, 1, MPI_UINT64_T, MPI_MAX, comm);
+    EXPECT_EQ(lowest, highest) << "every rank runs the same side";
+    PMPI_Comm_free(&comm);
+  }
   set_trial("0");
 }
 
