@@ -30,9 +30,11 @@
 // a barrier after it (through the same side's entry point, untimed); the
 // root of bcast and reduce fixed at rank 0; OSU's iteration counts (1000
 // timed after 200 warm-up calls up to 8 KiB, 100 after 10 above, unless
-// --iterations or --warmup say otherwise) and its sizes, 8 B-1 MiB in powers
+// --iterations, --warmup or --quick say otherwise) and its sizes, 8 B-1 MiB in powers
 // of two; reported per shape: the time of one call averaged over the calls
-// and then over the ranks (OSU's "Avg Latency").
+// and then over the ranks (OSU's "Avg Latency"), and the ratio of the
+// slowest rank's averages (OSU's "Max Latency"), which an application that
+// waits for every rank feels.
 #include <dlfcn.h>
 #include <mpi.h>
 
@@ -120,6 +122,7 @@ bool parse(int argc, char** argv, Options& o) {
       o.iterations = 40;
       o.rounds = 2;
       o.compute_us = 20;
+      o.iterations_given = o.warmup_given = true;  // OSU's loop too
       continue;
     }
     if (flag == "--osu") {
@@ -375,6 +378,7 @@ struct Result {
   Coll coll;
   long bytes;
   std::vector<double> veneer_us, library_us, ratios;  // per round
+  std::vector<double> veneer_max_us, library_max_us;  // OSU's loop: the slowest rank's, per round
 };
 
 }  // namespace
@@ -397,7 +401,8 @@ int main(int argc, char** argv) {
   if (rank == 0 && o.osu) {
     std::printf(
         "loop: %d ranks; Veneer preloaded: %s; OSU's timing loop (a barrier after each call, roots at rank 0),\n"
-        "loop: %d rounds; us per call averaged over the calls and the ranks\n",
+        "loop: %d rounds; us per call averaged over the calls and the ranks (OSU's Avg), and the slowest\n"
+        "loop: rank's average (OSU's Max), library/Veneer\n",
         size, veneer_loaded() ? "yes" : "no (both sides are the library)", o.rounds);
   } else if (rank == 0) {
     std::printf(
@@ -407,8 +412,8 @@ int main(int argc, char** argv) {
         o.compute_us);
   }
   if (rank == 0) {
-    std::printf("%-14s %9s %12s %12s %10s %17s\n", "collective", "bytes", "Veneer us", "library us", "lib/Veneer",
-                "rounds' range");
+    std::printf("%-14s %9s %12s %12s %10s %17s%s\n", "collective", "bytes", "Veneer us", "library us", "lib/Veneer",
+                "rounds' range", o.osu ? "  slowest rank" : "");
     std::fflush(stdout);
   }
 
@@ -418,10 +423,10 @@ int main(int argc, char** argv) {
   for (const Coll coll : o.colls) {
     for (const long bytes : o.bytes) {
       Shape shape(coll, bytes, rank, size, o.osu);
-      Result r{coll, shape.bytes(), {}, {}, {}};
+      Result r{coll, shape.bytes(), {}, {}, {}, {}, {}};
       const int warmup = warmup_for(o, shape.bytes()), iterations = iterations_for(o, shape.bytes());
       for (int round = 0; round < o.rounds; ++round) {
-        double us[2] = {0, 0};  // [0] Veneer, [1] library
+        double us[2] = {0, 0}, max_us[2] = {0, 0};  // [0] Veneer, [1] library
         for (int k = 0; k < 2; ++k) {
           const bool veneer = (round + k) % 2 == 0;
           PMPI_Barrier(MPI_COMM_WORLD);
@@ -430,7 +435,12 @@ int main(int argc, char** argv) {
           // The slowest rank's loop; OSU's loop: the ranks' mean.
           double t = 0;
           PMPI_Allreduce(&s.seconds, &t, 1, MPI_DOUBLE, o.osu ? MPI_SUM : MPI_MAX, MPI_COMM_WORLD);
-          if (o.osu) t /= size;
+          if (o.osu) {
+            t /= size;
+            double slowest = 0;
+            PMPI_Allreduce(&s.seconds, &slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+            max_us[veneer ? 0 : 1] = slowest / iterations * 1e6;
+          }
           us[veneer ? 0 : 1] = t / iterations * 1e6;
           wrong += s.wrong;
           checked += s.calls + warmup;
@@ -438,11 +448,15 @@ int main(int argc, char** argv) {
         r.veneer_us.push_back(us[0]);
         r.library_us.push_back(us[1]);
         r.ratios.push_back(us[1] / us[0]);
+        r.veneer_max_us.push_back(max_us[0]);
+        r.library_max_us.push_back(max_us[1]);
       }
       if (rank == 0) {
         const auto [lo, hi] = std::minmax_element(r.ratios.begin(), r.ratios.end());
-        std::printf("%-14s %9ld %12.2f %12.2f %10.3f %8.3f-%-8.3f\n", name_of(coll), r.bytes, mean(r.veneer_us),
+        std::printf("%-14s %9ld %12.2f %12.2f %10.3f %8.3f-%-8.3f", name_of(coll), r.bytes, mean(r.veneer_us),
                     mean(r.library_us), mean(r.library_us) / mean(r.veneer_us), *lo, *hi);
+        if (o.osu) std::printf(" %13.3f", mean(r.library_max_us) / mean(r.veneer_max_us));
+        std::printf("\n");
         std::fflush(stdout);
       }
       results.push_back(std::move(r));
@@ -468,6 +482,9 @@ int main(int argc, char** argv) {
           std::fprintf(f, "%s{\"coll\":\"%s\",\"bytes\":%ld,\"veneer_us\":%.3f,\"library_us\":%.3f,\"ratio\":%.4f",
                        i ? "," : "", name_of(r.coll), r.bytes, mean(r.veneer_us), mean(r.library_us),
                        mean(r.library_us) / mean(r.veneer_us));
+          if (o.osu)
+            std::fprintf(f, ",\"veneer_max_us\":%.3f,\"library_max_us\":%.3f", mean(r.veneer_max_us),
+                         mean(r.library_max_us));
           std::fprintf(f, ",\"ratios\":[");
           for (size_t k = 0; k < r.ratios.size(); ++k) std::fprintf(f, "%s%.4f", k ? "," : "", r.ratios[k]);
           std::fprintf(f, "]}");

@@ -271,6 +271,9 @@ int main(int argc, char** argv) {
                           (v ? MPI_Reduce : PMPI_Reduce)(&one, &sum, 1, MPI_INT, MPI_SUM, root, MPI_COMM_WORLD);
                         },
                         [] {}});
+  // Last: where a decision above depends on whether a barrier came before
+  // the call, Veneer's MPI_Barrier notes each barrier on the communicator.
+  collective.push_back({"barrier", false, [&](bool v) { (v ? MPI_Barrier : PMPI_Barrier)(MPI_COMM_WORLD); }, [] {}});
 
   if (g_rank == 0)
     std::printf(
