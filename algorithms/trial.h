@@ -58,8 +58,9 @@ enum class Verdict : uint8_t { trying, keep, drop };
 // What a trial asks of the algorithm tried:
 //  - model: the model's choice; kept unless the opponent led by more than 10%;
 //  - thin: the model's choice on a count the profile timed, where its
-//    measured lead was thin; kept only where it did not trail the library
-//    (a tie passes through);
+//    measured lead was thin; kept only where it did not trail the library,
+//    on the slowest rank nor on the ranks' mean (a tie passes through;
+//    in a trial of fewer than four pairs, as `model`);
 //  - challenger: the model kept the opponent; taken only by leading it.
 enum class TrialRole : uint8_t { model, thin, challenger };
 
