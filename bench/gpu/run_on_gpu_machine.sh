@@ -30,7 +30,8 @@
 #       cannot time). Per MPI: a build without CUDA, `veneer-calibrate --max
 #       1M` at 4 ranks (timed), the model check of application patterns
 #       (--apps) at 16, 8 and 4 ranks on that profile, the application loop
-#       (veneer-bench-loop) at 16 and 8 ranks, the pass-through overhead at 2
+#       (veneer-bench-loop) at 16 and 8 ranks, OSU's timing loop (--osu) at
+#       16, the pass-through overhead at 2
 #       ranks and the paired halo exchange at 1, 2 and 4 ranks (with and
 #       without the profile, and a control without Veneer). Steps that would
 #       start after VENEER_HOST_BUDGET seconds (default 540) are skipped;
@@ -232,6 +233,16 @@ host_collectives() {  # DIR FLAVOUR
       >"$out/loop.np$np.log" 2>&1 || fail "application loop ($np ranks)"
     cat "$out/loop.np$np.log"
   done
+  if time_left "OSU's timing loop at ${ranks[0]} ranks"; then
+    np=${ranks[0]}
+    echo "== [$flavour] OSU's timing loop (veneer-bench-loop --osu), $np ranks, the 4-rank profile"
+    host_launch "$flavour" "$np" "LD_PRELOAD=$veneer" "VENEER_PROFILE=$profile" -- "$dir/bench/veneer-bench-loop" \
+      --osu --rounds 2 --json "$out/osu.np$np.json" >"$out/osu.np$np.log" 2>&1 || fail "OSU's timing loop ($np ranks)"
+    # Per shape in the log; here the geometric means (OSU's average, the slowest rank) and the shapes below 0.95.
+    awk '$2 ~ /^[0-9]+$/ && $1 != "loop:" { n++; a += log($5); m += log($7); low += ($5 < 0.95) }
+         END { if (n) printf "osu np%d: %d shapes, library/Veneer geometric mean %.3f (slowest rank %.3f), %d below 0.95\n",
+                             '"$np"', n, exp(a / n), exp(m / n), low }' "$out/osu.np$np.log"
+  fi
   if time_left "pass-through overhead"; then
     echo "== [$flavour] pass-through overhead, 2 ranks, the 4-rank profile"
     host_launch "$flavour" 2 "VENEER_PROFILE=$profile" -- "$dir/bench/veneer-bench-overhead" --repetitions 31 \
