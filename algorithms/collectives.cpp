@@ -101,7 +101,7 @@ Remembered decide(const Call& c, MPI_Comm comm) {
   auto note_trial = [&](Remembered& r, uint8_t condition) {
     if (tried) r.on_trial |= static_cast<uint8_t>(1u << condition);
     if (challenged) r.challenged |= static_cast<uint8_t>(1u << condition);
-    if (thin) r.thin |= static_cast<uint8_t>(1u << condition);
+    if (thin) r.challenged |= Remembered::thin_bit(condition);
     if (chained) r.chained |= static_cast<uint8_t>(1u << condition);
     r.next_challenger[condition] = next;
   };
@@ -154,9 +154,9 @@ std::optional<int> take(const Call& c, MPI_Comm comm) {
     // The model's choice, or a challenger, not yet confirmed on this pattern's own calls.
     std::optional<int> ran;
     Remembered settled = *known;
-    const TrialRole role = (settled.challenged >> condition & 1u) ? TrialRole::challenger
-                           : (settled.thin >> condition & 1u)     ? TrialRole::thin
-                                                                  : TrialRole::model;
+    const TrialRole role = (settled.challenged >> condition & 1u)                   ? TrialRole::challenger
+                           : (settled.challenged & Remembered::thin_bit(condition)) ? TrialRole::thin
+                                                                                    : TrialRole::model;
     Verdict v = trial_run(*a, c, *h, condition, role, settled.incumbent_for(condition), &ran);
     if (v != Verdict::trying) {
       // A trial over before this call, with another challenger after it:

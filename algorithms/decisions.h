@@ -62,10 +62,12 @@ struct Remembered {
   // Of those, a bit per pattern where the algorithm is a challenger: the
   // library was kept on a rank count the profile did not time, and the
   // algorithm takes the pattern only if it leads on the job's own calls.
+  // In the high four bits (thin_bit), of the others: a bit per pattern
+  // where the model's choice is tried for a thin lead on a count the
+  // profile timed (TrialRole::thin). One byte for both keeps the struct at
+  // 32 bytes.
   uint8_t challenged = 0;
-  // Of the others, a bit per pattern where the model's choice is tried for
-  // a thin lead on a count the profile timed (TrialRole::thin).
-  uint8_t thin = 0;
+  static constexpr uint8_t thin_bit(uint8_t condition) { return static_cast<uint8_t>(16u << condition); }
   // Per pattern, the challengers tried after this one, a queue of two
   // (1 + their index, 0 none; the first in the low four bits, the formulas'
   // best in the high four, Choice::next_challenger and third_challenger).
@@ -122,8 +124,7 @@ struct Remembered {
       }
     }
     on_trial = static_cast<uint8_t>(on_trial & ~bit);
-    challenged = static_cast<uint8_t>(challenged & ~bit);
-    thin = static_cast<uint8_t>(thin & ~bit);
+    challenged = static_cast<uint8_t>(challenged & ~bit & ~thin_bit(condition));
     chained = static_cast<uint8_t>(chained & ~bit);
     next_challenger[condition] = 0;
     if (!keep) set_choice(condition, incumbent[condition]);
@@ -175,6 +176,9 @@ struct Remembered {
     else after_barrier = k;
   }
 };
+
+// Two slots of a set stay within three cache lines (detail::Set).
+static_assert(sizeof(Remembered) <= 32);
 
 namespace detail {
 struct Slot {
