@@ -127,11 +127,12 @@ void fill_pass_rule(const datatypes::Layout* layout, datatypes::detail::Front& e
 // The common case of the pass-through alone, for the entry points of
 // MPI_Send, Isend, Recv and Irecv (interposer/p2p.cpp quick): a type this
 // thread has seen in this epoch, a count below its entry's threshold, and
-// no report to count it for. A few loads and compares with no taken branch
-// and no store (a store to each entry's line cost a halo exchange's 52
-// passed calls 0.5%). False: ask p2p_passes.
+// no report to count it for. A few loads and compares with no taken branch;
+// the only stores are to the front's own first line (front_entry_ahead: a
+// store to each entry's line on every call cost a halo exchange's 52 passed
+// calls 0.5%). False: ask p2p_passes.
 [[gnu::always_inline]] inline bool p2p_plainly_passes(int count, MPI_Datatype type, bool nonblocking) {
-  const datatypes::detail::Front* seen = datatypes::front_entry(datatypes::detail::t_front, type);
+  const datatypes::detail::Front* seen = datatypes::front_entry_ahead(datatypes::detail::t_front, type);
   return seen && count < seen->pass_below[nonblocking ? 1 : 0] && !seen->noted;
 }
 
