@@ -16,7 +16,7 @@
 // the measured ones): the profile predicts, the call pattern decides.
 //
 // On a rank count the profile timed, a choice whose measured lead over the
-// library is thin (below 1.25x, algorithms/collectives.cpp kThinLead) is
+// library is thin (below 1.5x, algorithms/collectives.cpp kThinLead) is
 // tried by default as above: an application's pattern moves the times by
 // more than that.
 //
