@@ -117,14 +117,20 @@ void set_pass_rule(PassRule rule);
 // The epoch is read relaxed: a hit reads only this thread's own entry, so
 // the load may be scheduled where it costs least (an entry of the previous
 // epoch read meanwhile is what a call made a moment earlier would have used).
-[[gnu::always_inline]] inline const detail::Front* front_entry(detail::FrontTable* t, MPI_Datatype type) {
-  const uint64_t key = handle_key(type);
-  const detail::Front* f = &t->slots[detail::set_of(key)];
-  if (f->key != key) [[unlikely]] {
-    ++f;
-    if (f->key != key) return nullptr;
+namespace detail {
+// The slot of t's valid entry for key (either way of its set), or -1.
+[[gnu::always_inline]] inline int front_slot(const FrontTable* t, uint64_t key) {
+  auto slot = static_cast<int>(set_of(key));
+  if (t->slots[slot].key != key) [[unlikely]] {
+    ++slot;
+    if (t->slots[slot].key != key) return -1;
   }
-  return f->epoch == g_cache_epoch.load(std::memory_order_relaxed) ? f : nullptr;
+  return t->slots[slot].epoch == g_cache_epoch.load(std::memory_order_relaxed) ? slot : -1;
+}
+}  // namespace detail
+[[gnu::always_inline]] inline const detail::Front* front_entry(detail::FrontTable* t, MPI_Datatype type) {
+  const int slot = detail::front_slot(t, handle_key(type));
+  return slot < 0 ? nullptr : &t->slots[slot];
 }
 
 // front_entry for the pass-through of sends and receives, which come in
@@ -139,14 +145,10 @@ void set_pass_rule(PassRule rule);
 // only when the sequence changes. Null as front_entry (the empty table before
 // a thread's first fill never matches, so it is never written).
 [[gnu::always_inline]] inline const detail::Front* front_entry_ahead(detail::FrontTable* t, MPI_Datatype type) {
-  const uint64_t key = handle_key(type);
-  auto slot = static_cast<uint16_t>(detail::set_of(key));
-  if (t->slots[slot].key != key) [[unlikely]] {
-    ++slot;
-    if (t->slots[slot].key != key) return nullptr;
-  }
+  const int found = detail::front_slot(t, handle_key(type));
+  if (found < 0) return nullptr;
+  const auto slot = static_cast<uint16_t>(found);
   const detail::Front& f = t->slots[slot];
-  if (f.epoch != g_cache_epoch.load(std::memory_order_relaxed)) return nullptr;
   if (t->last_next != slot) [[unlikely]]
     t->slots[t->last].next = slot;
   const uint16_t next = f.next;
