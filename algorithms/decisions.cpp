@@ -12,12 +12,10 @@
 namespace veneer::algorithms {
 namespace detail {
 constinit thread_local Table* t_table [[gnu::tls_model("initial-exec")]] = nullptr;
-std::atomic<uint64_t> g_epoch{1};
 }  // namespace detail
 
 namespace {
 
-using detail::g_epoch;
 using detail::t_table;
 using detail::Table;
 
@@ -46,15 +44,19 @@ int on_comm_free(MPI_Comm /*comm*/, int /*keyval*/, void* /*value*/, void* /*ext
 }  // namespace
 
 void remember_decision(const DecisionKey& key, const Remembered& d) {
-  detail::Set& set = table().sets[detail::set_of(key)];
-  const uint64_t epoch = g_epoch.load(std::memory_order_acquire);
+  detail::PackedKey k = detail::packed(key);
+  detail::Set& set = table().sets[detail::set_of(k)];
+  const uint64_t epoch = detail::epoch();
+  k.tag = detail::stamped(k.tag, epoch) | detail::kQuick;
   // The newest fill goes first; the one it displaces stays as the second way
-  // unless it is stale or this very key.
-  if (set.ways[0].epoch == epoch && !(set.ways[0].key == key)) set.ways[1] = set.ways[0];
-  set.ways[0] = detail::Slot{key, d, epoch};
+  // unless it is stale or this very key. A fill is not yet quick (answer_quickly).
+  const detail::PackedKey first = set.ways[0].key;
+  if (first.tag >> detail::kTagBits == epoch && !detail::holds(first, k, detail::kQuick)) set.ways[1] = set.ways[0];
+  k.tag &= ~detail::kQuick;
+  set.ways[0] = detail::Slot{k, d};
 }
 
-void forget_decisions() { g_epoch.fetch_add(1, std::memory_order_acq_rel); }
+void forget_decisions() { g_cache_epoch.fetch_add(1, std::memory_order_acq_rel); }
 
 bool watch_communicator(MPI_Comm comm) {
   int keyval = MPI_KEYVAL_INVALID;

@@ -21,6 +21,7 @@
 #include <cstdint>
 
 #include "algorithms/algorithm.h"
+#include "support/config.h"
 #include "support/handle.h"
 #include "topology/hierarchy.h"
 
@@ -181,54 +182,124 @@ struct Remembered {
 static_assert(sizeof(Remembered) <= 32);
 
 namespace detail {
+// The key as the table holds it: four words and a tag, so that a lookup
+// compares five words, and where the entry point's arguments are constants
+// (a broadcast has no op) the compiler compares with immediates. Each
+// collective keeps the fields it has: an op (reductions) or a send type
+// (allgather, alltoall) in `other`, the count beside the root or the send
+// count in `counts`; the field it does not have is ignored. The tag holds
+// the collective and MPI_IN_PLACE, and in the table also the epoch
+// (stamped()) and the quick bit (answer_quickly()).
+struct PackedKey {
+  uint64_t comm = 0, type = 0, other = 0, counts = 0, tag = 0;
+};
+inline constexpr uint64_t kQuick = 1;    // tag bit 0: the library serves this call with nothing to note
+inline constexpr unsigned kTagBits = 5;  // quick (1 bit), in place (1), collective (3)
+static_assert(collective_count <= 8);
+[[gnu::always_inline]] inline PackedKey packed(const DecisionKey& k) {
+  const bool exchange = k.collective == Collective::allgather || k.collective == Collective::alltoall;
+  const uint64_t other = k.collective == Collective::bcast ? 0 : exchange ? handle_key(k.stype) : handle_key(k.op);
+  const auto second = static_cast<uint32_t>(exchange ? k.scount : k.root);
+  return {.comm = handle_key(k.comm),
+          .type = handle_key(k.type),
+          .other = other,
+          .counts = static_cast<uint64_t>(second) << 32 | static_cast<uint32_t>(k.count),
+          .tag = static_cast<uint64_t>(k.collective) << 2 | static_cast<uint64_t>(k.in_place) << 1};
+}
+// The tag with the epoch above it. Epochs start at 1: an empty slot (all zeros) never matches.
+[[gnu::always_inline]] inline uint64_t stamped(uint64_t tag, uint64_t epoch) { return tag | epoch << kTagBits; }
+// Whether `held` is `k` (whose tag is stamped and carries kQuick), the
+// quick bit of `held` ignored where `any` is kQuick.
+[[gnu::always_inline]] inline bool holds(const PackedKey& held, const PackedKey& k, uint64_t any) {
+  return held.comm == k.comm && held.type == k.type && held.other == k.other && held.counts == k.counts &&
+         (held.tag | any) == k.tag;
+}
+
 struct Slot {
-  DecisionKey key;
+  PackedKey key;  // tag stamped with the epoch it was filled in
   Remembered decision;
-  uint64_t epoch = 0;  // 0: empty
 };
 // Two ways per set, the most recent fill first: a call pattern that cycles
 // through a few shapes (a broadcast whose root rotates over the ranks, an
 // allreduce in place and out of place) keeps every shape, where one way per
-// slot let two shapes of one slot evict each other on every call.
+// slot let two shapes of one slot evict each other on every call. A set
+// starts a cache line, so the first way's key and the decision's first
+// fields share that line.
 inline constexpr size_t kSetBits = 7;
 inline constexpr size_t kSets = size_t{1} << kSetBits;  // 256 shapes in all
-struct Set {
+struct alignas(64) Set {
   std::array<Slot, 2> ways;
 };
+static_assert(offsetof(Slot, decision) + offsetof(Remembered, varies) < 64);
 struct Table {
   std::array<Set, kSets> sets;
 };
 // The table lives on the heap; the thread reaches it through one pointer in
 // static TLS (initial-exec: no call into the loader on every lookup).
 extern thread_local constinit Table* t_table [[gnu::tls_model("initial-exec")]];
-extern std::atomic<uint64_t> g_epoch;  // bumped whenever every remembered decision becomes stale
 // Every field that tells calls apart moves the set: the root and the
 // collective too (they once sat in bits the index never read, so every root
 // of a broadcast shared one slot).
-[[gnu::always_inline]] inline size_t set_of(const DecisionKey& k) {
-  // The fields folded by rotations (the handles' varying bits apart from
-  // the count's and the root's), the high bits onto the low, then one
-  // multiply and its top bits, which every input bit reaches. One multiply,
-  // not one per field: this runs for every collective left to the library.
-  uint64_t h =
-      handle_key(k.comm) ^ std::rotl(handle_key(k.type), 21) ^
-      std::rotl(handle_key(k.op) ^ static_cast<uint64_t>(k.collective) << 1 ^ static_cast<uint64_t>(k.in_place), 42) ^
-      (static_cast<uint64_t>(static_cast<uint32_t>(k.count)) << 32 | static_cast<uint32_t>(k.root));
-  h ^= h >> 23;
+[[gnu::always_inline]] inline size_t set_of(const PackedKey& k) {
+  // The words folded by rotations (the handles' varying bits apart from
+  // the count's and the root's), then one multiply and its top bits, which
+  // every input bit reaches. One multiply, not one per field: this runs for
+  // every collective left to the library.
+  const uint64_t h = k.comm ^ std::rotl(k.type, 21) ^ std::rotl(k.other ^ k.tag, 42) ^ k.counts;
   return static_cast<size_t>((h * 0x9E3779B97F4A7C15ull) >> (64 - kSetBits));
+}
+inline size_t set_of(const DecisionKey& k) { return set_of(packed(k)); }
+// The epoch decisions are stamped with: the type cache's (support/config.h),
+// which also moves when the configuration is read again and when the device
+// byte changes (kernels/memory_kind.h), so a quick bit set under one state
+// of those is not read under another. forget_decisions() moves it too.
+[[gnu::always_inline]] inline uint64_t epoch() { return g_cache_epoch.load(std::memory_order_acquire); }
+// The way of `set` holding `k` (tag stamped, kQuick set) for `any`, or null.
+[[gnu::always_inline]] inline const Slot* find(const Set& set, const PackedKey& k, uint64_t any) {
+  if (holds(set.ways[0].key, k, any)) [[likely]]
+    return &set.ways[0];
+  if (holds(set.ways[1].key, k, any)) return &set.ways[1];
+  return nullptr;
 }
 }  // namespace detail
 
 // This thread's remembered decision for `key`, or nullptr.
 [[gnu::always_inline]] inline const Remembered* recall_decision(const DecisionKey& key) {
-  detail::Table* t = detail::t_table;
+  const detail::Table* t = detail::t_table;
   if (!t) return nullptr;
-  const detail::Set& set = t->sets[detail::set_of(key)];
-  const uint64_t epoch = detail::g_epoch.load(std::memory_order_acquire);
-  if (set.ways[0].epoch == epoch && set.ways[0].key == key) [[likely]]
-    return &set.ways[0].decision;
-  if (set.ways[1].epoch == epoch && set.ways[1].key == key) return &set.ways[1].decision;
-  return nullptr;
+  detail::PackedKey k = detail::packed(key);
+  const detail::Set& set = t->sets[detail::set_of(k)];
+  k.tag = detail::stamped(k.tag, detail::epoch()) | detail::kQuick;
+  const detail::Slot* s = detail::find(set, k, detail::kQuick);
+  return s ? &s->decision : nullptr;
+}
+
+// Whether this thread remembers that the library serves a call with `key`
+// with nothing to note (no pattern of it chosen otherwise or on trial), and
+// that when it was marked so (answer_quickly) the caller's conditions held:
+// a lookup and nothing else, for the interposer's quick path.
+[[gnu::always_inline]] inline bool library_answers(const DecisionKey& key) {
+  const detail::Table* t = detail::t_table;
+  if (!t) return false;
+  detail::PackedKey k = detail::packed(key);
+  const detail::Set& set = t->sets[detail::set_of(k)];
+  k.tag = detail::stamped(k.tag, detail::epoch()) | detail::kQuick;
+  return detail::find(set, k, 0) != nullptr;
+}
+// Marks `key`'s remembered decision for library_answers() where the library
+// serves every pattern of it and `allowed()` is true. `allowed` is asked
+// after the epoch is read: a change it depends on that moves the epoch (the
+// device byte, the configuration) leaves the mark on a stale entry.
+template <class Allowed>
+void answer_quickly(const DecisionKey& key, Allowed allowed) {
+  detail::Table* t = detail::t_table;
+  if (!t) return;
+  detail::PackedKey k = detail::packed(key);
+  detail::Set& set = t->sets[detail::set_of(k)];
+  k.tag = detail::stamped(k.tag, detail::epoch()) | detail::kQuick;
+  if (!allowed()) return;
+  for (detail::Slot& s : set.ways)
+    if (detail::holds(s.key, k, detail::kQuick) && !s.decision.algorithm && !s.decision.varies) s.key.tag = k.tag;
 }
 // Remembers `d` for `key` on this thread (call only for keys that may be remembered: see above).
 void remember_decision(const DecisionKey& key, const Remembered& d);

@@ -30,17 +30,37 @@ std::string collectives_report_text() {
 
 namespace {
 bool on() { return takes_collective(config()); }
+// Whether surely_library may answer calls now: quick answers wanted (no
+// report, which counts per algorithm) and no buffer can be device memory.
+bool quick_path_open() {
+  const Config& c = config();
+  return c.collectives_quick && !device_byte_down(c);
+}
+// The second look of the *_slow functions: a remembered library decision
+// whose choice depends on the call's pattern (a moved root, the first call
+// since a barrier) is not marked quick, as the root and the barriers are
+// noted for the next call; the library for this call's pattern.
+bool library_noted(const alg::Call& call, MPI_Comm comm) {
+  if (!quick_path_open()) return false;
+  const alg::Remembered* d = alg::recall_decision(alg::decision_key(call, comm));
+  return d && d->varies && d->library_for(call.root);
+}
 
 // Device buffers are staged through pinned host memory (below) and the same
 // collective runs on the host copies, with Veneer's algorithms where they are
 // chosen. Device memory Veneer cannot stage goes to the library.
+//
+// A call the library serves is marked for the quick path (surely_library),
+// where the quick path may answer it: later calls with the same arguments
+// skip all of this. `call` null: calls that are never remembered.
 template <class Run, class Pass>
-int route(const void* a, const void* b, Run run, Pass pass) {
+int route(const alg::Call* call, MPI_Comm comm, const void* a, const void* b, Run run, Pass pass) {
   if (on() && cpu_accessible(a, b)) {
     if (auto rc = run()) {
       counters().add(Counter::coll_taken);
       return *rc;
     }
+    if (call) alg::answer_quickly(alg::decision_key(*call, comm), quick_path_open);
   }
   counters().add(Counter::coll_passed);
   return pass();
@@ -156,17 +176,21 @@ bool intercomm(MPI_Comm comm) {
 
 [[gnu::noinline]] static int allreduce_slow(const void* sbuf, void* rbuf, int count, MPI_Datatype type, MPI_Op op,
                                             MPI_Comm comm) {
+  const alg::Call call{.collective = alg::Collective::allreduce, .sbuf = sbuf, .count = count, .type = type, .op = op};
+  if (library_noted(call, comm)) return next::Allreduce(sbuf, rbuf, count, type, op, comm);
   if (needs_staging(sbuf, rbuf) && !intercomm(comm)) {
     if (auto rc = staged_reduction(sbuf, count, rbuf, count, type, sbuf == MPI_IN_PLACE,
                                    [&](const void* s, void* r) { return MPI_Allreduce(s, r, count, type, op, comm); }))
       return *rc;
   }
   return route(
-      sbuf, rbuf, [&] { return alg::allreduce(sbuf, rbuf, count, type, op, comm); },
+      &call, comm, sbuf, rbuf, [&] { return alg::allreduce(sbuf, rbuf, count, type, op, comm); },
       [&] { return next::Allreduce(sbuf, rbuf, count, type, op, comm); });
 }
 
 [[gnu::noinline]] static int bcast_slow(void* buf, int count, MPI_Datatype type, int root, MPI_Comm comm) {
+  const alg::Call call{.collective = alg::Collective::bcast, .count = count, .type = type, .root = root};
+  if (library_noted(call, comm)) return next::Bcast(buf, count, type, root, comm);
   if (needs_staging(buf, buf) && !intercomm(comm)) {
     const bool is_root = comm_rank(comm) == root;
     // The root's buffer is read, everyone else's written: one mirror, read in at the root.
@@ -179,12 +203,15 @@ bool intercomm(MPI_Comm comm) {
     }
   }
   return route(
-      buf, buf, [&] { return alg::bcast(buf, count, type, root, comm); },
+      &call, comm, buf, buf, [&] { return alg::bcast(buf, count, type, root, comm); },
       [&] { return next::Bcast(buf, count, type, root, comm); });
 }
 
 [[gnu::noinline]] static int reduce_slow(const void* sbuf, void* rbuf, int count, MPI_Datatype type, MPI_Op op,
                                          int root, MPI_Comm comm) {
+  const alg::Call call{
+      .collective = alg::Collective::reduce, .sbuf = sbuf, .count = count, .type = type, .op = op, .root = root};
+  if (library_noted(call, comm)) return next::Reduce(sbuf, rbuf, count, type, op, root, comm);
   if (staging_possible() && !intercomm(comm)) {
     const bool is_root = comm_rank(comm) == root;
     // The receive buffer matters at the root only (elsewhere it may be anything).
@@ -197,7 +224,7 @@ bool intercomm(MPI_Comm comm) {
     }
   }
   return route(
-      sbuf, rbuf, [&] { return alg::reduce(sbuf, rbuf, count, type, op, root, comm); },
+      &call, comm, sbuf, rbuf, [&] { return alg::reduce(sbuf, rbuf, count, type, op, root, comm); },
       [&] { return next::Reduce(sbuf, rbuf, count, type, op, root, comm); });
 }
 
@@ -215,12 +242,15 @@ extern "C" int MPI_Reduce_scatter(const void* sbuf, void* rbuf, const int rcount
     }
   }
   return route(
-      sbuf, rbuf, [&] { return alg::reduce_scatter(sbuf, rbuf, rcounts, type, op, comm); },
+      nullptr, comm, sbuf, rbuf, [&] { return alg::reduce_scatter(sbuf, rbuf, rcounts, type, op, comm); },
       [&] { return next::Reduce_scatter(sbuf, rbuf, rcounts, type, op, comm); });
 }
 
 [[gnu::noinline]] static int reduce_scatter_block_slow(const void* sbuf, void* rbuf, int rcount, MPI_Datatype type,
                                                        MPI_Op op, MPI_Comm comm) {
+  const alg::Call call{
+      .collective = alg::Collective::reduce_scatter_block, .sbuf = sbuf, .count = rcount, .type = type, .op = op};
+  if (library_noted(call, comm)) return next::Reduce_scatter_block(sbuf, rbuf, rcount, type, op, comm);
   if (needs_staging(sbuf, rbuf) && !intercomm(comm)) {
     if (auto rc = staged_scatter(
             sbuf, rbuf, int64_t{rcount} * comm_size(comm), rcount, type,
@@ -228,7 +258,7 @@ extern "C" int MPI_Reduce_scatter(const void* sbuf, void* rbuf, const int rcount
       return *rc;
   }
   return route(
-      sbuf, rbuf, [&] { return alg::reduce_scatter_block(sbuf, rbuf, rcount, type, op, comm); },
+      &call, comm, sbuf, rbuf, [&] { return alg::reduce_scatter_block(sbuf, rbuf, rcount, type, op, comm); },
       [&] { return next::Reduce_scatter_block(sbuf, rbuf, rcount, type, op, comm); });
 }
 
@@ -238,6 +268,10 @@ template <alg::Collective kind>
 [[gnu::noinline]] static int exchange_slow(const void* sbuf, int scount, MPI_Datatype stype, void* rbuf, int rcount,
                                            MPI_Datatype rtype, MPI_Comm comm) {
   constexpr bool alltoall = kind == alg::Collective::alltoall;
+  const alg::Call call{
+      .collective = kind, .sbuf = sbuf, .count = rcount, .type = rtype, .scount = scount, .stype = stype};
+  if (library_noted(call, comm))
+    return (alltoall ? next::Alltoall : next::Allgather)(sbuf, scount, stype, rbuf, rcount, rtype, comm);
   if (needs_staging(sbuf, rbuf) && !intercomm(comm)) {
     const int p = comm_size(comm);
     if (auto rc = staged(sbuf, alltoall ? int64_t{scount} * p : scount, stype, rbuf, int64_t{rcount} * p, rtype,
@@ -247,29 +281,21 @@ template <alg::Collective kind>
       return *rc;
   }
   return route(
-      sbuf, rbuf,
+      &call, comm, sbuf, rbuf,
       [&] { return (alltoall ? alg::alltoall : alg::allgather)(sbuf, scount, stype, rbuf, rcount, rtype, comm); },
       [&] { return (alltoall ? next::Alltoall : next::Allgather)(sbuf, scount, stype, rbuf, rcount, rtype, comm); });
 }
 
 // ---- The entry points ---------------------------------------------------------
 // The common case first, in a few instructions and without a stack frame:
-// Veneer is on, no buffer in this process can be device memory, and this
-// thread already decided to give calls with these arguments to the library.
-// Everything else (and every call while a report is wanted, which counts
-// per algorithm) goes the full way.
+// this thread already gave calls with these arguments to the library, with
+// Veneer on, no buffer in this process possibly device memory and no report
+// wanted (route() marked the decision so; a change of any of those moves
+// the epoch the mark is stamped with). Everything else goes to the *_slow
+// functions, which look once more (library_noted) and then go the full way.
 namespace {
 [[gnu::always_inline]] inline bool surely_library(const alg::Call& call, MPI_Comm comm) {
-  const Config& c = config();
-  // Off (the full path passes through), or a report wanted (it counts per algorithm).
-  if (!c.collectives_quick) [[unlikely]]
-    return false;
-  if (device_memory_in_question(c)) [[unlikely]]
-    return false;
-  const alg::Remembered* d = alg::recall_decision(alg::decision_key(call, comm));
-  // The library for this call's pattern (noting the root and the barriers
-  // where the choice depends on them); otherwise the full way.
-  return d && d->library_for(call.root);
+  return alg::library_answers(alg::decision_key(call, comm));
 }
 
 // Allgather and Alltoall, inlined into each entry point.

@@ -101,6 +101,16 @@ inline const datatypes::Layout* pack_layout(int64_t count, MPI_Datatype type, in
   return false;
 }
 
+// The collectives' quick path asks the byte alone, as a passed send does
+// through its type's rule: no countdown to a periodic recheck (a TLS
+// read-modify-write per call, a third of that path's cost). A dlopen lowers
+// the byte (interposer/loader.cpp); the full paths keep the recheck for
+// objects loaded behind dlopen's back.
+// Asked where Veneer is known to be on (c.enabled).
+[[gnu::always_inline]] inline bool device_byte_down(const Config& c) {
+  return c.device && kernels::detail::g_quiet.load(std::memory_order_acquire) == 0;
+}
+
 // The device byte (kernels/memory_kind.h g_quiet) is down at start-up and
 // after every dlopen until someone asks whether device memory is possible;
 // while it is down, every type's send rule says "ask in full". Calls that

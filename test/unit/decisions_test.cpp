@@ -205,6 +205,94 @@ TEST(Decisions, AChallengerWinsThreeInFourOfItsPairs) {
   for (size_t pairs = 0; pairs < needed.size(); ++pairs) EXPECT_EQ(alg::pairs_to_win(pairs), needed[pairs]) << pairs;
 }
 
+// The interposer's quick path (library_answers) answers only what was
+// marked for it (answer_quickly): a library decision with nothing to note,
+// marked while the caller's conditions held, until the epoch moves.
+TEST(Decisions, OnlyAMarkedLibraryDecisionIsAnsweredQuickly) {
+  alg::forget_decisions();
+  const alg::DecisionKey library = bcast_key(1, 64), chosen = bcast_key(2, 64), varies = bcast_key(3, 64);
+  alg::remember_decision(library, {});
+  alg::remember_decision(chosen, {.algorithm = marker(7)});
+  alg::Remembered moved{.collective = Collective::bcast};
+  moved.varies = alg::Remembered::moved_root;
+  moved.moving = 1;
+  alg::remember_decision(varies, moved);
+  // Remembered, not yet marked.
+  for (const auto& key : {library, chosen, varies}) {
+    EXPECT_NE(alg::recall_decision(key), nullptr);
+    EXPECT_FALSE(alg::library_answers(key));
+  }
+  // Not marked where the caller's conditions do not hold (a report wanted, device memory possible).
+  alg::answer_quickly(library, [] { return false; });
+  EXPECT_FALSE(alg::library_answers(library));
+  for (const auto& key : {library, chosen, varies}) alg::answer_quickly(key, [] { return true; });
+  EXPECT_TRUE(alg::library_answers(library));
+  EXPECT_FALSE(alg::library_answers(chosen)) << "an algorithm is chosen";
+  EXPECT_FALSE(alg::library_answers(varies)) << "a moved root is noted and may choose otherwise";
+  // The mark changes nothing the full path reads.
+  ASSERT_NE(alg::recall_decision(library), nullptr);
+  EXPECT_EQ(alg::recall_decision(library)->algorithm, nullptr);
+  EXPECT_EQ(alg::recall_decision(chosen)->algorithm, marker(7));
+  // Another count, root or collective is another call.
+  EXPECT_FALSE(alg::library_answers(bcast_key(1, 65)));
+  EXPECT_FALSE(alg::library_answers(bcast_key(0, 64)));
+  alg::DecisionKey reduce = library;
+  reduce.collective = Collective::reduce;
+  EXPECT_FALSE(alg::library_answers(reduce));
+  // Remembered again (a new decision): unmarked until marked again.
+  alg::remember_decision(library, {});
+  EXPECT_FALSE(alg::library_answers(library));
+  alg::answer_quickly(library, [] { return true; });
+  EXPECT_TRUE(alg::library_answers(library));
+  // Anything that moves the epoch (a freed communicator or type, the
+  // configuration read again, the device byte) ends the mark.
+  alg::forget_decisions();
+  EXPECT_FALSE(alg::library_answers(library));
+  EXPECT_EQ(alg::recall_decision(library), nullptr);
+}
+
+// The table's key keeps every field a collective has: two calls that differ
+// in any one of them are never taken for each other.
+TEST(Decisions, EveryFieldOfACallTellsItApart) {
+  alg::forget_decisions();
+  const alg::DecisionKey base{.comm = MPI_COMM_WORLD,
+                              .type = MPI_DOUBLE,
+                              .op = MPI_SUM,
+                              .count = 512,
+                              .root = 1,
+                              .collective = Collective::reduce};
+  const alg::DecisionKey exchange{.comm = MPI_COMM_WORLD,
+                                  .type = MPI_DOUBLE,
+                                  .stype = MPI_INT,
+                                  .count = 8,
+                                  .scount = 16,
+                                  .collective = Collective::allgather};
+  std::vector<alg::DecisionKey> keys{base, exchange};
+  auto vary = [&](alg::DecisionKey k, auto change) {
+    change(k);
+    keys.push_back(k);
+  };
+  vary(base, [](auto& k) { k.comm = MPI_COMM_SELF; });
+  vary(base, [](auto& k) { k.type = MPI_FLOAT; });
+  vary(base, [](auto& k) { k.op = MPI_MAX; });
+  vary(base, [](auto& k) { k.count = 513; });
+  vary(base, [](auto& k) { k.root = 2; });
+  vary(base, [](auto& k) { k.in_place = true; });
+  vary(base, [](auto& k) { k.collective = Collective::allreduce; });
+  vary(exchange, [](auto& k) { k.stype = MPI_FLOAT; });
+  vary(exchange, [](auto& k) { k.scount = 17; });
+  vary(exchange, [](auto& k) { k.collective = Collective::alltoall; });
+  for (size_t i = 0; i < keys.size(); ++i) alg::remember_decision(keys[i], {.algorithm = marker(10 + i)});
+  for (size_t i = 0; i < keys.size(); ++i) {
+    const alg::Remembered* d = alg::recall_decision(keys[i]);
+    // A key may have been pushed out by two later fills of its set; never answered for another.
+    if (d) {
+      EXPECT_EQ(d->algorithm, marker(10 + i)) << "key " << i;
+    }
+  }
+  EXPECT_NE(alg::recall_decision(keys.back()), nullptr);
+}
+
 TEST(Decisions, ForgettingDropsEverything) {
   alg::remember_decision(bcast_key(3), {.algorithm = marker(5)});
   ASSERT_NE(alg::recall_decision(bcast_key(3)), nullptr);

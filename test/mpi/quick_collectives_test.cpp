@@ -1,0 +1,139 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Collectives the library serves, through Veneer's entry points: from the
+// second call of a shape on they are answered by the quick path
+// (interposer/collectives.cpp surely_library: one lookup), for every root of
+// a rotating broadcast and reduce and for MPI_IN_PLACE, and every result is
+// the library's own (PMPI_*) on the same inputs. Run once with the selector's
+// defaults (the quick path is checked wherever the decision is the library)
+// and once with rules that leave these calls to the library
+// (QUICK_COLLECTIVES_ALL_LIBRARY=1: checked for every call).
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <numeric>
+#include <vector>
+
+#include "algorithms/collectives.h"
+#include "algorithms/decisions.h"
+#include "interposer/switchboard.h"
+#include "support/config.h"
+#include "test/mpi/ranks.h"
+
+namespace {
+
+namespace alg = veneer::algorithms;
+
+bool all_library() {
+  const char* v = std::getenv("QUICK_COLLECTIVES_ALL_LIBRARY");
+  return v && std::strcmp(v, "1") == 0;
+}
+
+// Whether the interposer marks library decisions for its quick path here:
+// not while a report counts every call, nor while device memory may be present.
+bool quick_path_open() {
+  const veneer::Config& c = veneer::config();
+  return c.collectives_quick && !veneer::device_byte_down(c);
+}
+
+// Where the decision for `call` is the library with nothing to note, the
+// quick path must answer it (true); otherwise nothing to check (false).
+bool expect_quick(const alg::Call& call, const char* what, int round) {
+  const alg::DecisionKey key = alg::decision_key(call, MPI_COMM_WORLD);
+  const alg::Remembered* d = alg::recall_decision(key);
+  if (!all_library() && (!d || d->algorithm || d->varies)) return false;
+  EXPECT_NE(d, nullptr) << what << ", round " << round << ": not remembered";
+  EXPECT_TRUE(alg::library_answers(key)) << what << ", root " << call.root << ", round " << round;
+  return true;
+}
+
+TEST(QuickCollectives, RotatingRootsAndInPlaceGiveTheLibrarysResults) {
+  if (!quick_path_open()) GTEST_SKIP() << "the quick path is closed here (a report, or device memory possible)";
+  const int me = rank_of(), p = size_of();
+  constexpr int kRounds = 4, kInts = 4;
+  int checked = 0;
+  for (int round = 0; round < kRounds; ++round) {
+    for (int root = 0; root < p; ++root) {
+      // Broadcast of 8 bytes from the root.
+      std::vector<char> mine(8), want(8);
+      for (int i = 0; i < 8; ++i) mine[static_cast<size_t>(i)] = static_cast<char>(me == root ? 10 * round + i : -1);
+      want = mine;
+      ASSERT_EQ(PMPI_Bcast(want.data(), 8, MPI_BYTE, root, MPI_COMM_WORLD), MPI_SUCCESS);
+      ASSERT_EQ(MPI_Bcast(mine.data(), 8, MPI_BYTE, root, MPI_COMM_WORLD), MPI_SUCCESS);
+      EXPECT_EQ(mine, want) << "bcast, root " << root << ", round " << round;
+      // Reduce of a few ints to the root, and to the root in place.
+      std::vector<int> in(kInts), out(kInts, -1), ref(kInts, -2);
+      std::iota(in.begin(), in.end(), 100 * me + round);
+      ASSERT_EQ(PMPI_Reduce(in.data(), ref.data(), kInts, MPI_INT, MPI_SUM, root, MPI_COMM_WORLD), MPI_SUCCESS);
+      ASSERT_EQ(MPI_Reduce(in.data(), out.data(), kInts, MPI_INT, MPI_SUM, root, MPI_COMM_WORLD), MPI_SUCCESS);
+      if (me == root) EXPECT_EQ(out, ref) << "reduce, root " << root << ", round " << round;
+      std::vector<int> inout = in;
+      ASSERT_EQ(MPI_Reduce(me == root ? MPI_IN_PLACE : inout.data(), inout.data(), kInts, MPI_INT, MPI_SUM, root,
+                           MPI_COMM_WORLD),
+                MPI_SUCCESS);
+      if (me == root) EXPECT_EQ(inout, ref) << "reduce in place, root " << root << ", round " << round;
+      if (round == 0) continue;  // the first call of each shape goes the full way and marks it
+      checked += expect_quick({.collective = alg::Collective::bcast, .count = 8, .type = MPI_BYTE, .root = root},
+                              "bcast", round);
+      checked += expect_quick({.collective = alg::Collective::reduce,
+                               .sbuf = in.data(),
+                               .count = kInts,
+                               .type = MPI_INT,
+                               .op = MPI_SUM,
+                               .root = root},
+                              "reduce", round);
+    }
+    // Allreduce in place and out of place, and an allgather.
+    std::vector<int> in(kInts), out(kInts, -1), ref(kInts, -2);
+    std::iota(in.begin(), in.end(), 7 * me + round);
+    ASSERT_EQ(PMPI_Allreduce(in.data(), ref.data(), kInts, MPI_INT, MPI_MAX, MPI_COMM_WORLD), MPI_SUCCESS);
+    ASSERT_EQ(MPI_Allreduce(in.data(), out.data(), kInts, MPI_INT, MPI_MAX, MPI_COMM_WORLD), MPI_SUCCESS);
+    EXPECT_EQ(out, ref) << "allreduce, round " << round;
+    std::vector<int> inout = in;
+    ASSERT_EQ(MPI_Allreduce(MPI_IN_PLACE, inout.data(), kInts, MPI_INT, MPI_MAX, MPI_COMM_WORLD), MPI_SUCCESS);
+    EXPECT_EQ(inout, ref) << "allreduce in place, round " << round;
+    std::vector<int> gathered(static_cast<size_t>(kInts * p), -1), gathered_ref(gathered.size(), -2);
+    ASSERT_EQ(PMPI_Allgather(in.data(), kInts, MPI_INT, gathered_ref.data(), kInts, MPI_INT, MPI_COMM_WORLD),
+              MPI_SUCCESS);
+    ASSERT_EQ(MPI_Allgather(in.data(), kInts, MPI_INT, gathered.data(), kInts, MPI_INT, MPI_COMM_WORLD), MPI_SUCCESS);
+    EXPECT_EQ(gathered, gathered_ref) << "allgather, round " << round;
+    if (round == 0) continue;
+    const alg::Call allreduce{
+        .collective = alg::Collective::allreduce, .sbuf = in.data(), .count = kInts, .type = MPI_INT, .op = MPI_MAX};
+    checked += expect_quick(allreduce, "allreduce", round);
+    alg::Call in_place = allreduce;
+    in_place.sbuf = MPI_IN_PLACE;
+    checked += expect_quick(in_place, "allreduce in place", round);
+    checked += expect_quick({.collective = alg::Collective::allgather,
+                             .sbuf = in.data(),
+                             .count = kInts,
+                             .type = MPI_INT,
+                             .scount = kInts,
+                             .stype = MPI_INT},
+                            "allgather", round);
+  }
+  // On one rank every collective is the library's (nothing to choose); with
+  // the rules, every call above was checked.
+  if (all_library() || p == 1) EXPECT_GT(checked, 0);
+}
+
+TEST(QuickCollectives, AForgottenDecisionIsDecidedAgainAndMarkedAgain) {
+  if (!all_library() || !quick_path_open()) GTEST_SKIP() << "checked with every call left to the library";
+  const alg::Call call{.collective = alg::Collective::bcast, .count = 16, .type = MPI_BYTE, .root = 0};
+  std::vector<char> buf(16);
+  for (int repeat = 0; repeat < 2; ++repeat)
+    ASSERT_EQ(MPI_Bcast(buf.data(), 16, MPI_BYTE, 0, MPI_COMM_WORLD), MPI_SUCCESS);
+  const alg::DecisionKey key = alg::decision_key(call, MPI_COMM_WORLD);
+  ASSERT_TRUE(alg::library_answers(key));
+  // What a freed communicator or type does: every decision is stale.
+  alg::forget_decisions();
+  EXPECT_FALSE(alg::library_answers(key));
+  EXPECT_EQ(alg::recall_decision(key), nullptr);
+  for (int i = 0; i < 16; ++i) buf[static_cast<size_t>(i)] = static_cast<char>(rank_of() == 0 ? i : 0);
+  ASSERT_EQ(MPI_Bcast(buf.data(), 16, MPI_BYTE, 0, MPI_COMM_WORLD), MPI_SUCCESS);
+  for (int i = 0; i < 16; ++i) EXPECT_EQ(buf[static_cast<size_t>(i)], i);
+  EXPECT_TRUE(alg::library_answers(key)) << "the call after decides again and marks the decision";
+}
+
+}  // namespace
