@@ -738,8 +738,9 @@ TEST_F(ProfileLoading, ARankCountTheProfileDidNotTimeIsTriedOnTheJobsCalls) {
 // VENEER_TRIAL unset): two_level measured 1.4x ahead of the library is
 // still tried on the job's own calls (algorithms/collectives.cpp,
 // kThinLead; TrialRole::thin), 32 calls each side. Its calls made to look a
-// millisecond slower, the library leads and serves the shape from then on;
-// the library's calls made slower, two_level stays. A 2x lead runs from
+// second slower (a millisecond was within what a descheduled rank adds to
+// a block on an oversubscribed machine), the library leads and serves the
+// shape from then on; the library's calls made slower, two_level stays. A 2x lead runs from
 // the first call, untried (ARankCountTheProfileDidNotTime... above). Every
 // result is the library's, every rank alike.
 TEST_F(ProfileLoading, AThinLeadOnATimedCountIsTriedOnTheJobsCalls) {
@@ -757,7 +758,7 @@ TEST_F(ProfileLoading, AThinLeadOnATimedCountIsTriedOnTheJobsCalls) {
     alg::reset_collectives_counts();
     alg::reset_trial_counts();
     alg::no_handicaps_for_testing();
-    alg::handicap_for_testing(library_leads ? two_level : nullptr, 1e-3);
+    alg::handicap_for_testing(library_leads ? two_level : nullptr, 1.0);
     for (int round = 0; round < 64; ++round) allreduce_matches_library(comm, round, 11);
     EXPECT_EQ(calls("two_level"), 32u);
     EXPECT_EQ(calls("library"), 32u);
