@@ -11,6 +11,8 @@
 #include <vector>
 
 #include "datatypes/cache.h"
+#include "interposer/switchboard.h"
+#include "support/config.h"
 #include "test/mpi/ranks.h"
 
 namespace {
@@ -492,4 +494,32 @@ TEST(P2P, RepeatedSequenceOfPassedTypesIsFetchedAhead) {
   }
   for (auto& t : types) MPI_Type_free(&t);
   if (!quick) GTEST_SKIP() << "these calls are asked in full here (device memory possible, or a report wanted)";
+}
+
+// A strided type whose sends a switch leaves to the library (VENEER_DISABLE=1
+// or VENEER_P2P=0: CMake runs this binary once with VENEER_DISABLE=1) is in
+// this thread's front after its first call, with a rule that passes every
+// later call on the quick path. (The full path once returned before the
+// lookup that enters it, so every such call went the full way: a halo
+// exchange under VENEER_DISABLE=1 ran at 0.84-0.89 of the library at 1 rank.)
+TEST(P2P, ATypeASwitchPassesIsPassedQuicklyAfterItsFirstCall) {
+  const veneer::Config& c = veneer::config();
+  if (veneer::takes_send(c)) GTEST_SKIP() << "sends are on here (run with VENEER_DISABLE=1)";
+  const int me = rank_of();
+  Column column(64);  // 64 doubles 24 bytes apart
+  for (int round = 0; round < 3; ++round) {
+    const std::vector<double> in = pattern(64 * 3, 10.0 * round + me);
+    std::vector<double> out(64 * 3, -1.0), want(64 * 3, -1.0);
+    for (size_t i = 0; i < 64; ++i) want[i * 3] = in[i * 3];
+    MPI_Request r[2];
+    ASSERT_EQ(MPI_Irecv(out.data(), 1, column.type, me, 3, MPI_COMM_WORLD, &r[0]), MPI_SUCCESS);
+    ASSERT_EQ(MPI_Isend(in.data(), 1, column.type, me, 3, MPI_COMM_WORLD, &r[1]), MPI_SUCCESS);
+    ASSERT_EQ(MPI_Waitall(2, r, MPI_STATUSES_IGNORE), MPI_SUCCESS);
+    EXPECT_EQ(out, want) << "round " << round;
+  }
+  const veneer::datatypes::detail::Front* entry =
+      veneer::datatypes::front_entry(veneer::datatypes::detail::t_front, column.type);
+  ASSERT_NE(entry, nullptr) << "the type is not in this thread's front";
+  EXPECT_GT(entry->pass_below[0], 1);
+  EXPECT_GT(entry->pass_below[1], 1);
 }
