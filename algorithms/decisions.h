@@ -274,19 +274,28 @@ inline size_t set_of(const DecisionKey& k) { return set_of(packed(k)); }
   return s ? &s->decision : nullptr;
 }
 
-// Whether this thread remembers that the library serves a call with `key`
-// with nothing to note (no pattern of it chosen otherwise or on trial), and
-// that when it was marked so (answer_quickly) the caller's conditions held:
-// a lookup and nothing else, for the interposer's quick path.
-[[gnu::always_inline]] inline bool library_answers(const DecisionKey& key) {
+// This thread's remembered decision for `key`, and whether it is marked for
+// the interposer's quick path (answer_quickly): the library serves the call
+// with nothing to note, and when it was marked the caller's conditions held.
+// One lookup for both: a decision that is not marked (its choice depends on
+// the call's pattern) is at hand for the next question.
+struct Recalled {
+  const Remembered* decision = nullptr;
+  bool quick = false;
+};
+[[gnu::always_inline]] inline Recalled recall_marked(const DecisionKey& key) {
   const detail::Table* t = detail::t_table;
-  if (!t) return false;
+  if (!t) return {};
   detail::PackedKey k = detail::packed(key);
   const detail::Set& set = t->sets[detail::set_of(k)];
   k.tag = detail::stamped(k.tag, detail::epoch()) | detail::kQuick;
-  return detail::find(set, k, 0) != nullptr;
+  const detail::Slot* s = detail::find(set, k, detail::kQuick);
+  if (!s) return {};
+  return {&s->decision, (s->key.tag & detail::kQuick) != 0};
 }
-// Marks `key`'s remembered decision for library_answers() where the library
+// Whether recall_marked(key) would say quick (tests).
+inline bool library_answers(const DecisionKey& key) { return recall_marked(key).quick; }
+// Marks `key`'s remembered decision for recall_marked() where the library
 // serves every pattern of it and `allowed()` is true. `allowed` is asked
 // after the epoch is read: a change it depends on that moves the epoch (the
 // device byte, the configuration) leaves the mark on a stale entry.

@@ -36,15 +36,6 @@ bool quick_path_open() {
   const Config& c = config();
   return c.collectives_quick && !device_byte_down(c);
 }
-// The second look of the *_slow functions: a remembered library decision
-// whose choice depends on the call's pattern (a moved root, the first call
-// since a barrier) is not marked quick, as the root and the barriers are
-// noted for the next call; the library for this call's pattern.
-bool library_noted(const alg::Call& call, MPI_Comm comm) {
-  if (!quick_path_open()) return false;
-  const alg::Remembered* d = alg::recall_decision(alg::decision_key(call, comm));
-  return d && d->varies && d->library_for(call.root);
-}
 
 // Device buffers are staged through pinned host memory (below) and the same
 // collective runs on the host copies, with Veneer's algorithms where they are
@@ -177,7 +168,6 @@ bool intercomm(MPI_Comm comm) {
 [[gnu::noinline]] static int allreduce_slow(const void* sbuf, void* rbuf, int count, MPI_Datatype type, MPI_Op op,
                                             MPI_Comm comm) {
   const alg::Call call{.collective = alg::Collective::allreduce, .sbuf = sbuf, .count = count, .type = type, .op = op};
-  if (library_noted(call, comm)) return next::Allreduce(sbuf, rbuf, count, type, op, comm);
   if (needs_staging(sbuf, rbuf) && !intercomm(comm)) {
     if (auto rc = staged_reduction(sbuf, count, rbuf, count, type, sbuf == MPI_IN_PLACE,
                                    [&](const void* s, void* r) { return MPI_Allreduce(s, r, count, type, op, comm); }))
@@ -190,7 +180,6 @@ bool intercomm(MPI_Comm comm) {
 
 [[gnu::noinline]] static int bcast_slow(void* buf, int count, MPI_Datatype type, int root, MPI_Comm comm) {
   const alg::Call call{.collective = alg::Collective::bcast, .count = count, .type = type, .root = root};
-  if (library_noted(call, comm)) return next::Bcast(buf, count, type, root, comm);
   if (needs_staging(buf, buf) && !intercomm(comm)) {
     const bool is_root = comm_rank(comm) == root;
     // The root's buffer is read, everyone else's written: one mirror, read in at the root.
@@ -211,7 +200,6 @@ bool intercomm(MPI_Comm comm) {
                                          int root, MPI_Comm comm) {
   const alg::Call call{
       .collective = alg::Collective::reduce, .sbuf = sbuf, .count = count, .type = type, .op = op, .root = root};
-  if (library_noted(call, comm)) return next::Reduce(sbuf, rbuf, count, type, op, root, comm);
   if (staging_possible() && !intercomm(comm)) {
     const bool is_root = comm_rank(comm) == root;
     // The receive buffer matters at the root only (elsewhere it may be anything).
@@ -250,7 +238,6 @@ extern "C" int MPI_Reduce_scatter(const void* sbuf, void* rbuf, const int rcount
                                                        MPI_Op op, MPI_Comm comm) {
   const alg::Call call{
       .collective = alg::Collective::reduce_scatter_block, .sbuf = sbuf, .count = rcount, .type = type, .op = op};
-  if (library_noted(call, comm)) return next::Reduce_scatter_block(sbuf, rbuf, rcount, type, op, comm);
   if (needs_staging(sbuf, rbuf) && !intercomm(comm)) {
     if (auto rc = staged_scatter(
             sbuf, rbuf, int64_t{rcount} * comm_size(comm), rcount, type,
@@ -270,8 +257,6 @@ template <alg::Collective kind>
   constexpr bool alltoall = kind == alg::Collective::alltoall;
   const alg::Call call{
       .collective = kind, .sbuf = sbuf, .count = rcount, .type = rtype, .scount = scount, .stype = stype};
-  if (library_noted(call, comm))
-    return (alltoall ? next::Alltoall : next::Allgather)(sbuf, scount, stype, rbuf, rcount, rtype, comm);
   if (needs_staging(sbuf, rbuf) && !intercomm(comm)) {
     const int p = comm_size(comm);
     if (auto rc = staged(sbuf, alltoall ? int64_t{scount} * p : scount, stype, rbuf, int64_t{rcount} * p, rtype,
@@ -291,11 +276,18 @@ template <alg::Collective kind>
 // this thread already gave calls with these arguments to the library, with
 // Veneer on, no buffer in this process possibly device memory and no report
 // wanted (route() marked the decision so; a change of any of those moves
-// the epoch the mark is stamped with). Everything else goes to the *_slow
-// functions, which look once more (library_noted) and then go the full way.
+// the epoch the mark is stamped with); or, from the same lookup, a decision
+// whose choice depends on the call's pattern gives this pattern to the
+// library. Everything else goes the full way (the *_slow functions).
 namespace {
 [[gnu::always_inline]] inline bool surely_library(const alg::Call& call, MPI_Comm comm) {
-  return alg::library_answers(alg::decision_key(call, comm));
+  const alg::Recalled r = alg::recall_marked(alg::decision_key(call, comm));
+  if (r.quick) [[likely]]
+    return true;
+  // Not marked: a decision whose choice depends on the call's pattern (a
+  // moved root, the first call since a barrier), the library for this
+  // call's pattern, noting the root and the barriers for the next call.
+  return r.decision && r.decision->varies && quick_path_open() && r.decision->library_for(call.root);
 }
 
 // Allgather and Alltoall, inlined into each entry point.
