@@ -289,6 +289,9 @@ struct Recalled {
   detail::PackedKey k = detail::packed(key);
   const detail::Set& set = t->sets[detail::set_of(k)];
   k.tag = detail::stamped(k.tag, detail::epoch()) | detail::kQuick;
+  // The common case first: the newest way, marked (five compares, nothing after).
+  if (detail::holds(set.ways[0].key, k, 0)) [[likely]]
+    return {&set.ways[0].decision, true};
   const detail::Slot* s = detail::find(set, k, detail::kQuick);
   if (!s) return {};
   return {&s->decision, (s->key.tag & detail::kQuick) != 0};
