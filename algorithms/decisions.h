@@ -256,9 +256,10 @@ inline size_t set_of(const DecisionKey& k) { return set_of(packed(k)); }
 [[gnu::always_inline]] inline uint64_t epoch() { return g_cache_epoch.load(std::memory_order_acquire); }
 // The way of `set` holding `k` (tag stamped, kQuick set) for `any`, or null.
 [[gnu::always_inline]] inline const Slot* find(const Set& set, const PackedKey& k, uint64_t any) {
-  if (holds(set.ways[0].key, k, any)) [[likely]]
-    return &set.ways[0];
-  if (holds(set.ways[1].key, k, any)) return &set.ways[1];
+  const Slot* ways = set.ways.data();
+  if (holds(ways[0].key, k, any)) [[likely]]
+    return ways;
+  if (holds(ways[1].key, k, any)) return ways + 1;
   return nullptr;
 }
 }  // namespace detail
@@ -290,8 +291,9 @@ struct Recalled {
   const detail::Set& set = t->sets[detail::set_of(k)];
   k.tag = detail::stamped(k.tag, detail::epoch()) | detail::kQuick;
   // The common case first: the newest way, marked (five compares, nothing after).
-  if (detail::holds(set.ways[0].key, k, 0)) [[likely]]
-    return {&set.ways[0].decision, true};
+  const detail::Slot& newest = set.ways.front();
+  if (detail::holds(newest.key, k, 0)) [[likely]]
+    return {&newest.decision, true};
   const detail::Slot* s = detail::find(set, k, detail::kQuick);
   if (!s) return {};
   return {&s->decision, (s->key.tag & detail::kQuick) != 0};
