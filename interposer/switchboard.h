@@ -91,22 +91,14 @@ inline const datatypes::Layout* pack_layout(int64_t count, MPI_Datatype type, in
   return layout;
 }
 
-// Whether a buffer of this call may be device memory Veneer would carry: the
-// device switch on (the default) and the process's one-byte answer not yet
-// "none". Laid out for the common case, the switch on and no device memory
-// possible, as the straight path (no taken branch).
-[[gnu::always_inline]] inline bool device_memory_in_question(const Config& c) {
-  if (carries_device(c)) [[likely]]
-    return !__builtin_expect(kernels::device_memory_surely_absent(), 1);
-  return false;
-}
-
-// The collectives' quick path asks the byte alone, as a passed send does
-// through its type's rule: no countdown to a periodic recheck (a TLS
-// read-modify-write per call, a third of that path's cost). A dlopen lowers
-// the byte (interposer/loader.cpp); the full paths keep the recheck for
-// objects loaded behind dlopen's back.
-// Asked where Veneer is known to be on (c.enabled).
+// Whether a buffer of this call may be device memory Veneer would carry, as
+// the collectives' quick path asks it (interposer/collectives.cpp
+// quick_path_open): the device switch on and the process's device byte
+// down. The byte alone, as a passed send asks it through its type's rule:
+// no countdown to a periodic recheck (a read-modify-write of a TLS counter
+// on every call, a third of that path's cost). A dlopen lowers the byte
+// (interposer/loader.cpp); the full paths keep the recheck for objects
+// loaded behind dlopen's back. Asked where Veneer is on (c.enabled).
 [[gnu::always_inline]] inline bool device_byte_down(const Config& c) {
   return c.device && kernels::detail::g_quiet.load(std::memory_order_acquire) == 0;
 }
