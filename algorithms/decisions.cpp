@@ -44,16 +44,15 @@ int on_comm_free(MPI_Comm /*comm*/, int /*keyval*/, void* /*value*/, void* /*ext
 }  // namespace
 
 void remember_decision(const DecisionKey& key, const Remembered& d) {
-  detail::PackedKey k = detail::packed(key);
-  detail::Set& set = table().sets[detail::set_of(k)];
-  const uint64_t epoch = detail::epoch();
-  k.tag = detail::stamped(k.tag, epoch) | detail::kQuick;
+  detail::Place p = detail::place_of(key);
+  detail::Set& set = table().sets[p.set];
   // The newest fill goes first; the one it displaces stays as the second way
   // unless it is stale or this very key. A fill is not yet quick (answer_quickly).
   const detail::PackedKey first = set.ways[0].key;
-  if (first.tag >> detail::kTagBits == epoch && !detail::holds(first, k, detail::kQuick)) set.ways[1] = set.ways[0];
-  k.tag &= ~detail::kQuick;
-  set.ways[0] = detail::Slot{k, d};
+  if (first.tag >> detail::kTagBits == p.key.tag >> detail::kTagBits && !detail::holds(first, p.key, detail::kQuick))
+    set.ways[1] = set.ways[0];
+  p.key.tag &= ~detail::kQuick;
+  set.ways[0] = detail::Slot{p.key, d};
 }
 
 void forget_decisions() { g_cache_epoch.fetch_add(1, std::memory_order_acq_rel); }

@@ -254,6 +254,18 @@ inline size_t set_of(const DecisionKey& k) { return set_of(packed(k)); }
 // byte changes (kernels/memory_kind.h), so a quick bit set under one state
 // of those is not read under another. forget_decisions() moves it too.
 [[gnu::always_inline]] inline uint64_t epoch() { return g_cache_epoch.load(std::memory_order_acquire); }
+// Where `key` lives in a table (its set) and what a slot holding it now
+// reads as: its packed key, the tag stamped with the current epoch and kQuick set.
+struct Place {
+  size_t set;
+  PackedKey key;
+};
+[[gnu::always_inline]] inline Place place_of(const DecisionKey& key) {
+  PackedKey k = packed(key);
+  const size_t set = set_of(k);
+  k.tag = stamped(k.tag, epoch()) | kQuick;
+  return {set, k};
+}
 // The way of `set` holding `k` (tag stamped, kQuick set) for `any`, or null.
 [[gnu::always_inline]] inline const Slot* find(const Set& set, const PackedKey& k, uint64_t any) {
   const Slot* ways = set.ways.data();
@@ -263,17 +275,6 @@ inline size_t set_of(const DecisionKey& k) { return set_of(packed(k)); }
   return nullptr;
 }
 }  // namespace detail
-
-// This thread's remembered decision for `key`, or nullptr.
-[[gnu::always_inline]] inline const Remembered* recall_decision(const DecisionKey& key) {
-  const detail::Table* t = detail::t_table;
-  if (!t) return nullptr;
-  detail::PackedKey k = detail::packed(key);
-  const detail::Set& set = t->sets[detail::set_of(k)];
-  k.tag = detail::stamped(k.tag, detail::epoch()) | detail::kQuick;
-  const detail::Slot* s = detail::find(set, k, detail::kQuick);
-  return s ? &s->decision : nullptr;
-}
 
 // This thread's remembered decision for `key`, and whether it is marked for
 // the interposer's quick path (answer_quickly): the library serves the call
@@ -287,16 +288,19 @@ struct Recalled {
 [[gnu::always_inline]] inline Recalled recall_marked(const DecisionKey& key) {
   const detail::Table* t = detail::t_table;
   if (!t) return {};
-  detail::PackedKey k = detail::packed(key);
-  const detail::Set& set = t->sets[detail::set_of(k)];
-  k.tag = detail::stamped(k.tag, detail::epoch()) | detail::kQuick;
+  const detail::Place p = detail::place_of(key);
+  const detail::Set& set = t->sets[p.set];
   // The common case first: the newest way, marked (five compares, nothing after).
   const detail::Slot& newest = set.ways.front();
-  if (detail::holds(newest.key, k, 0)) [[likely]]
+  if (detail::holds(newest.key, p.key, 0)) [[likely]]
     return {&newest.decision, true};
-  const detail::Slot* s = detail::find(set, k, detail::kQuick);
+  const detail::Slot* s = detail::find(set, p.key, detail::kQuick);
   if (!s) return {};
   return {&s->decision, (s->key.tag & detail::kQuick) != 0};
+}
+// This thread's remembered decision for `key`, or nullptr.
+[[gnu::always_inline]] inline const Remembered* recall_decision(const DecisionKey& key) {
+  return recall_marked(key).decision;
 }
 // Whether recall_marked(key) would say quick (tests).
 inline bool library_answers(const DecisionKey& key) { return recall_marked(key).quick; }
@@ -308,12 +312,11 @@ template <class Allowed>
 void answer_quickly(const DecisionKey& key, Allowed allowed) {
   detail::Table* t = detail::t_table;
   if (!t) return;
-  detail::PackedKey k = detail::packed(key);
-  detail::Set& set = t->sets[detail::set_of(k)];
-  k.tag = detail::stamped(k.tag, detail::epoch()) | detail::kQuick;
+  const detail::Place p = detail::place_of(key);
   if (!allowed()) return;
-  for (detail::Slot& s : set.ways)
-    if (detail::holds(s.key, k, detail::kQuick) && !s.decision.algorithm && !s.decision.varies) s.key.tag = k.tag;
+  for (detail::Slot& s : t->sets[p.set].ways)
+    if (detail::holds(s.key, p.key, detail::kQuick) && !s.decision.algorithm && !s.decision.varies)
+      s.key.tag = p.key.tag;
 }
 // Remembers `d` for `key` on this thread (call only for keys that may be remembered: see above).
 void remember_decision(const DecisionKey& key, const Remembered& d);
