@@ -186,8 +186,11 @@ namespace detail {
 // compares five words, and where the entry point's arguments are constants
 // (a broadcast has no op) the compiler compares with immediates. Each
 // collective keeps the fields it has: an op (reductions) or a send type
-// (allgather, alltoall) in `other`, the count beside the root or the send
-// count in `counts`; the field it does not have is ignored. The tag holds
+// (allgather, alltoall) in `other`, the count above the root or the send
+// count in `counts`; the field it does not have is ignored. The root sits
+// in the low bits, where set_of's multiply sends up to 64 consecutive
+// values to distinct sets whatever the other words hold; in the high half,
+// 16 roots could share as few as 11 sets, depending on the handles. The tag holds
 // the collective and MPI_IN_PLACE, and in the table also the epoch
 // (stamped()) and the quick bit (answer_quickly()).
 struct PackedKey {
@@ -203,7 +206,7 @@ static_assert(collective_count <= 8);
   return {.comm = handle_key(k.comm),
           .type = handle_key(k.type),
           .other = other,
-          .counts = static_cast<uint64_t>(second) << 32 | static_cast<uint32_t>(k.count),
+          .counts = static_cast<uint64_t>(static_cast<uint32_t>(k.count)) << 32 | second,
           .tag = static_cast<uint64_t>(k.collective) << 2 | static_cast<uint64_t>(k.in_place) << 1};
 }
 // The tag with the epoch above it. Epochs start at 1: an empty slot (all zeros) never matches.
@@ -242,10 +245,13 @@ extern thread_local constinit Table* t_table [[gnu::tls_model("initial-exec")]];
 // of a broadcast shared one slot).
 [[gnu::always_inline]] inline size_t set_of(const PackedKey& k) {
   // The words folded by rotations (the handles' varying bits apart from
-  // the count's and the root's), then one multiply and its top bits, which
-  // every input bit reaches. One multiply, not one per field: this runs for
-  // every collective left to the library.
-  const uint64_t h = k.comm ^ std::rotl(k.type, 21) ^ std::rotl(k.other ^ k.tag, 42) ^ k.counts;
+  // the count's), then one multiply and its top bits, which every input bit
+  // reaches. The root (or send count) and the tag stay in the low bits,
+  // where the multiply spreads small differences best: the roots of one
+  // broadcast, and a collective in place and out of place, land in
+  // distinct sets whatever the handles. One multiply, not one per field:
+  // this runs for every collective left to the library.
+  const uint64_t h = k.comm ^ std::rotl(k.type, 21) ^ std::rotl(k.other, 42) ^ k.counts ^ k.tag;
   return static_cast<size_t>((h * 0x9E3779B97F4A7C15ull) >> (64 - kSetBits));
 }
 inline size_t set_of(const DecisionKey& k) { return set_of(packed(k)); }

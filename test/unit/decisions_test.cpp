@@ -28,8 +28,9 @@ const alg::Algorithm* marker(size_t i) {
 TEST(Decisions, EveryRootOfABroadcastHasItsOwnSet) {
   // Every root used to share one slot: a rotating root missed on every call.
   std::set<size_t> sets;
-  for (int root = 0; root < 16; ++root) sets.insert(alg::detail::set_of(bcast_key(root)));
-  EXPECT_GE(sets.size(), 12u);
+  // Up to 64 consecutive roots land in distinct sets, whatever the handles.
+  for (int root = 0; root < 64; ++root) sets.insert(alg::detail::set_of(bcast_key(root)));
+  EXPECT_EQ(sets.size(), 64u);
 }
 
 TEST(Decisions, CollectiveOpAndInPlaceMoveTheSet) {
@@ -40,9 +41,11 @@ TEST(Decisions, CollectiveOpAndInPlaceMoveTheSet) {
   c.in_place = true;
   alg::DecisionKey d = a;
   d.op = MPI_MAX;
-  const std::set<size_t> sets{alg::detail::set_of(a), alg::detail::set_of(b), alg::detail::set_of(c),
-                              alg::detail::set_of(d)};
-  EXPECT_GE(sets.size(), 3u);
+  // The collective and MPI_IN_PLACE move the set whatever the handles
+  // (another op moves it as a hash does: not asserted, it depends on them).
+  const std::set<size_t> sets{alg::detail::set_of(a), alg::detail::set_of(b), alg::detail::set_of(c)};
+  EXPECT_EQ(sets.size(), 3u);
+  EXPECT_FALSE(alg::detail::holds(alg::detail::packed(d), alg::detail::packed(a), 0));
 }
 
 TEST(Decisions, RotatingRootsAreAllRecalledAfterOneRound) {
