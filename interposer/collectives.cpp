@@ -31,10 +31,11 @@ std::string collectives_report_text() {
 namespace {
 bool on() { return takes_collective(config()); }
 // Whether surely_library may answer calls now: quick answers wanted (no
-// report, which counts per algorithm) and no buffer can be device memory.
+// report, which counts per algorithm) and no buffer can be device memory,
+// or collectives are switched off (the library then serves device buffers too).
 bool quick_path_open() {
   const Config& c = config();
-  return c.collectives_quick && !device_byte_down(c);
+  return c.collectives_quick && (!takes_collective(c) || !device_byte_down(c));
 }
 
 // Device buffers are staged through pinned host memory (below) and the same
@@ -52,6 +53,16 @@ int route(const alg::Call* call, MPI_Comm comm, const void* a, const void* b, Ru
       return *rc;
     }
     if (call) alg::answer_quickly(alg::decision_key(*call, comm), quick_path_open);
+  } else if (call && !on()) {
+    // Switched off (VENEER_DISABLE, VENEER_COLLECTIVES): the library serves
+    // every call, so this one is remembered as the library's and marked, and
+    // the next one like it costs the quick path's lookup alone (through this
+    // function every time, a switched-off collective cost 6-8 ns, against
+    // 2-3 ns). A switch turned back on rereads the configuration, which
+    // moves the epoch and ends the marks.
+    const alg::DecisionKey key = alg::decision_key(*call, comm);
+    alg::remember_decision(key, {});
+    alg::answer_quickly(key, quick_path_open);
   }
   counters().add(Counter::coll_passed);
   return pass();

@@ -81,7 +81,7 @@ Config parse_config(const char* (*env)(const char*)) {
     c.report = (s == "2" || s == "rank") ? 2 : (parse_bool(r, false) ? 1 : 0);
   }
   if (const char* f = env("VENEER_REPORT_FILE")) c.report_file = f;
-  c.collectives_quick = c.enabled && c.collectives && c.report == 0;
+  c.collectives_quick = c.report == 0;
   // A threshold the user set (and that reads as a size) is theirs: a profile does not replace it.
   for (auto [name, value, origin] :
        {std::tuple{"VENEER_P2P_MAX_BLOCK", &c.p2p_max_block, &c.p2p_max_block_origin},

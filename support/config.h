@@ -44,8 +44,9 @@ struct alignas(64) Config {
   bool alltoall = true;     // VENEER_ALLTOALLV=0: Alltoallv/w go to the library
   bool collectives = true;  // VENEER_COLLECTIVES=0: collectives go to the library
   bool device = true;       // VENEER_DEVICE=0: device (GPU) buffers go to the library untouched
-  // enabled && collectives && report == 0, kept by parse_config: the one
-  // byte a collective's quick path reads (interposer/collectives.cpp).
+  // report == 0, kept by parse_config: collectives the library serves may
+  // be marked for the interposer's quick path, which counts nothing
+  // (interposer/collectives.cpp quick_path_open; switched off too).
   bool collectives_quick = true;
   LogLevel log_level = LogLevel::warn;  // VENEER_LOG=error|warn|info|debug
   int report = 0;                       // VENEER_REPORT=0|1|2 (2: per rank)

@@ -4,8 +4,9 @@
 // (interposer/collectives.cpp surely_library: one lookup), for every root of
 // a rotating broadcast and reduce and for MPI_IN_PLACE, and every result is
 // the library's own (PMPI_*) on the same inputs. Run once with the selector's
-// defaults (the quick path is checked wherever the decision is the library)
-// and once with rules that leave these calls to the library
+// defaults (the quick path is checked wherever the decision is the library),
+// and with rules that leave these calls to the library, with
+// VENEER_COLLECTIVES=0 and with VENEER_DISABLE=1
 // (QUICK_COLLECTIVES_ALL_LIBRARY=1: checked for every call).
 #include <gtest/gtest.h>
 #include <mpi.h>
@@ -31,10 +32,11 @@ bool all_library() {
 }
 
 // Whether the interposer marks library decisions for its quick path here:
-// not while a report counts every call, nor while device memory may be present.
+// not while a report counts every call, nor while device memory may be
+// present and Veneer takes collectives.
 bool quick_path_open() {
   const veneer::Config& c = veneer::config();
-  return c.collectives_quick && !veneer::device_byte_down(c);
+  return c.collectives_quick && (!veneer::takes_collective(c) || !veneer::device_byte_down(c));
 }
 
 // Where the decision for `call` is the library with nothing to note, the
