@@ -186,11 +186,9 @@ namespace detail {
 // compares five words, and where the entry point's arguments are constants
 // (a broadcast has no op) the compiler compares with immediates. Each
 // collective keeps the fields it has: an op (reductions) or a send type
-// (allgather, alltoall) in `other`, the count above the root or the send
-// count in `counts`; the field it does not have is ignored. The root sits
-// in the low bits, where set_of's multiply sends up to 64 consecutive
-// values to distinct sets whatever the other words hold; in the high half,
-// 16 roots could share as few as 11 sets, depending on the handles. The tag holds
+// (allgather, alltoall) in `other`, the root or the send count above the
+// count in `counts` (so a call without either, an allreduce, packs its
+// count as it is); the field it does not have is ignored. The tag holds
 // the collective and MPI_IN_PLACE, and in the table also the epoch
 // (stamped()) and the quick bit (answer_quickly()).
 struct PackedKey {
@@ -206,7 +204,7 @@ static_assert(collective_count <= 8);
   return {.comm = handle_key(k.comm),
           .type = handle_key(k.type),
           .other = other,
-          .counts = static_cast<uint64_t>(static_cast<uint32_t>(k.count)) << 32 | second,
+          .counts = static_cast<uint64_t>(second) << 32 | static_cast<uint32_t>(k.count),
           .tag = static_cast<uint64_t>(k.collective) << 2 | static_cast<uint64_t>(k.in_place) << 1};
 }
 // The tag with the epoch above it. Epochs start at 1: an empty slot (all zeros) never matches.
@@ -246,13 +244,16 @@ extern thread_local constinit Table* t_table [[gnu::tls_model("initial-exec")]];
 [[gnu::always_inline]] inline size_t set_of(const PackedKey& k) {
   // The words folded by rotations (the handles' varying bits apart from
   // the count's), then one multiply and its top bits, which every input bit
-  // reaches. The root (or send count) and the tag stay in the low bits,
-  // where the multiply spreads small differences best: the roots of one
-  // broadcast, and a collective in place and out of place, land in
-  // distinct sets whatever the handles. One multiply, not one per field:
-  // this runs for every collective left to the library.
+  // reaches. Both halves of the multiplier are the golden ratio's fraction,
+  // so consecutive values in either half of a word (the tag's and the
+  // count's low bits, the root's in the high half) go to well-spread sets:
+  // up to 64 roots of one broadcast, and a collective in place and out of
+  // place, land in distinct sets whatever the handles. (With the usual
+  // 64-bit constant, whose low half is near 1/2, 16 rotating roots shared
+  // as few as 11 sets, depending on the handles.) One multiply, not one
+  // per field: this runs for every collective left to the library.
   const uint64_t h = k.comm ^ std::rotl(k.type, 21) ^ std::rotl(k.other, 42) ^ k.counts ^ k.tag;
-  return static_cast<size_t>((h * 0x9E3779B97F4A7C15ull) >> (64 - kSetBits));
+  return static_cast<size_t>((h * 0x9E3779B99E3779B9ull) >> (64 - kSetBits));
 }
 inline size_t set_of(const DecisionKey& k) { return set_of(packed(k)); }
 // The epoch decisions are stamped with: the type cache's (support/config.h),

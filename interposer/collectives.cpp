@@ -33,7 +33,7 @@ bool on() { return takes_collective(config()); }
 // Whether surely_library may answer calls now: quick answers wanted (no
 // report, which counts per algorithm) and no buffer can be device memory,
 // or collectives are switched off (the library then serves device buffers too).
-bool quick_path_open() {
+[[gnu::always_inline]] inline bool quick_path_open() {
   const Config& c = config();
   return c.collectives_quick && (!takes_collective(c) || !device_byte_down(c));
 }
