@@ -6,6 +6,7 @@
 #include <mutex>
 #include <shared_mutex>
 #include <unordered_map>
+#include <utility>
 
 #include "datatypes/decode.h"
 #include "support/config.h"
@@ -30,7 +31,36 @@ uint64_t key_of(MPI_Datatype h) { return handle_key(h); }
 struct Entry {
   std::shared_ptr<const Layout> layout;  // null until first use
   bool decoded = false;                  // decode tried (layout null: unsupported)
+  bool derived = false;                  // committed through Veneer (note_committed)
+  bool unsettled[2] = {false, false};    // counted in g_types_unsettled (blocking, nonblocking)
 };
+
+std::atomic<TypePassesRule> g_type_passes{nullptr};
+std::atomic<bool (*)()> g_settle_open{nullptr};
+
+// Whether a derived entry's sends and receives of one kind all pass under
+// the rule of now.
+bool settles(const Entry& e, bool nonblocking) {
+  const TypePassesRule rule = g_type_passes.load(std::memory_order_acquire);
+  return e.decoded && rule && rule(e.layout.get(), nonblocking);
+}
+// After a derived entry was decoded (under the cache's lock): counted or not
+// by the rule, for each kind of call.
+void settle(Entry& e) {
+  if (!e.derived) return;
+  for (int kind = 0; kind < 2; ++kind) {
+    const bool unsettled = !settles(e, kind == 1);
+    if (unsettled != e.unsettled[kind]) {
+      e.unsettled[kind] = unsettled;
+      g_types_unsettled[kind].fetch_add(unsettled ? 1 : -1, std::memory_order_acq_rel);
+    }
+  }
+}
+// Forgets a derived entry's counts (under the cache's lock).
+void unsettle(Entry& e) {
+  for (int kind = 0; kind < 2; ++kind)
+    if (std::exchange(e.unsettled[kind], false)) g_types_unsettled[kind].fetch_sub(1, std::memory_order_acq_rel);
+}
 
 struct Cache {
   std::shared_mutex mutex;
@@ -109,6 +139,7 @@ int on_type_free(MPI_Datatype type, int /*keyval*/, void* /*value*/, void* /*ext
     auto it = c.entries.find(key_of(type));
     if (it != c.entries.end()) {
       layout = std::move(it->second.layout);
+      unsettle(it->second);
       c.entries.erase(it);
     }
     c.epoch.fetch_add(1, std::memory_order_release);
@@ -144,6 +175,12 @@ bool watched(MPI_Datatype type) {
   return c.entries.contains(key_of(type));
 }
 
+void set_settle_rule(TypePassesRule type_passes, bool (*open)()) {
+  g_type_passes.store(type_passes, std::memory_order_release);
+  g_settle_open.store(open, std::memory_order_release);
+  for (auto& count : g_types_unsettled) count.fetch_add(kTypesRecount, std::memory_order_acq_rel);
+}
+
 void set_pass_rule(PassRule rule) {
   g_pass_rule.store(rule, std::memory_order_release);
   g_cache_epoch.fetch_add(1, std::memory_order_release);  // entries filled under the old rule
@@ -163,6 +200,7 @@ void cache_finalize() {
   Cache& c = cache();
   std::unique_lock lock(c.mutex);
   c.entries.clear();
+  for (auto& count : g_types_unsettled) count.fetch_add(kTypesRecount, std::memory_order_acq_rel);
   c.epoch.fetch_add(1, std::memory_order_release);
   if (int keyval = c.keyval.exchange(MPI_KEYVAL_INVALID);
       keyval != MPI_KEYVAL_INVALID && PMPI_Type_free_keyval(&keyval) != MPI_SUCCESS)
@@ -182,9 +220,43 @@ void note_committed(MPI_Datatype type) {
   }
   // The attribute's delete callback removes the entry when the type is freed.
   if (PMPI_Type_set_attr(type, keyval, nullptr) != MPI_SUCCESS) return;
-  std::unique_lock lock(c.mutex);
-  c.entries.emplace(key, Entry{});
+  {
+    std::unique_lock lock(c.mutex);
+    Entry counted;
+    counted.derived = counted.unsettled[0] = counted.unsettled[1] = true;
+    if (!c.entries.emplace(key, std::move(counted)).second) return;
+    for (auto& count : g_types_unsettled) count.fetch_add(1, std::memory_order_acq_rel);
+  }
+  // Decoded now, not at first use: a type that only a file view or a window
+  // uses would otherwise hold every send and receive of the job on the full
+  // path (every_type_passes) for as long as it lives.
+  (void)lookup(type);
 }
+
+namespace {
+// Counts the derived types again under the rules of now, after the
+// configuration changed (g_types_unsettled at or above kTypesRecount). Types
+// not decoded since count until they are.
+void recount(Cache& c) {
+  bool (*open)() = g_settle_open.load(std::memory_order_acquire);
+  const bool counted_one_by_one = !open || !open();
+  std::unique_lock lock(c.mutex);
+  for (int kind = 0; kind < 2; ++kind) {
+    int64_t seen = g_types_unsettled[kind].load(std::memory_order_acquire);
+    if (seen < kTypesRecount) continue;  // another thread counted
+    int64_t unsettled = counted_one_by_one ? 1 : 0;
+    for (auto& [key, e] : c.entries) {
+      if (!e.derived) continue;
+      e.unsettled[kind] = !settles(e, kind == 1);
+      unsettled += e.unsettled[kind] ? 1 : 0;
+    }
+    // Every other change of the count is made under the lock; a change of
+    // the configuration meanwhile leaves it at or above kTypesRecount
+    // (counted again at the next miss).
+    (void)g_types_unsettled[kind].compare_exchange_strong(seen, unsettled, std::memory_order_acq_rel);
+  }
+}
+}  // namespace
 
 std::shared_ptr<const Layout> lookup(MPI_Datatype type) {
   if (type == MPI_DATATYPE_NULL) return nullptr;
@@ -196,6 +268,9 @@ std::shared_ptr<const Layout> lookup(MPI_Datatype type) {
     return detail::layout_of(f);
   }
   c.misses.fetch_add(1, std::memory_order_relaxed);
+  if (g_types_unsettled[0].load(std::memory_order_acquire) >= kTypesRecount ||
+      g_types_unsettled[1].load(std::memory_order_acquire) >= kTypesRecount) [[unlikely]]
+    recount(c);
   bool known = false;
   {
     std::shared_lock lock(c.mutex);
@@ -229,7 +304,9 @@ std::shared_ptr<const Layout> lookup(MPI_Datatype type) {
   } else {
     auto it = c.entries.find(key);
     if (it == c.entries.end()) return layout;  // freed meanwhile: use once, keep nothing
-    it->second = Entry{layout, true};
+    it->second.layout = layout;
+    it->second.decoded = true;
+    settle(it->second);
   }
   front_fill(key, c.epoch.load(std::memory_order_acquire), layout);
   return layout;

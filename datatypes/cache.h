@@ -111,6 +111,28 @@ const Layout* peek_slow(MPI_Datatype type);
 using PassRule = void (*)(const Layout* layout, detail::Front& entry);
 void set_pass_rule(PassRule rule);
 
+// Whether every committed derived type is known to go to the library in
+// every send and receive of host data of one kind (the rule set_settle_rule gives, under
+// the configuration of now) and passes are not counted: then a send or
+// receive of host data needs no lookup of its type to pass (the interposer's
+// p2p quick path; device memory is its own question). Predefined types are
+// not counted: their sends and receives pass while this holds. A type is
+// counted from its commit, settled when it is first decoded, and forgotten
+// when freed; a change of the configuration has every type counted again at
+// the cache's next miss.
+// `nonblocking`: Isend, Irecv and their kin, which have rules of their own.
+[[gnu::always_inline]] inline bool every_type_passes(bool nonblocking) {
+  return g_types_unsettled[nonblocking ? 1 : 0].load(std::memory_order_relaxed) == 0;
+}
+// The rule of every_type_passes: `type_passes(layout, nonblocking)` (layout
+// null: a type Veneer does not describe) is true when every such send and
+// receive of host data of that type goes to the library whatever its count;
+// `open()` is false while passes must be seen one by one (the report counts
+// them). Set once by the interposer before MPI traffic; without it no type
+// settles.
+using TypePassesRule = bool (*)(const Layout* layout, bool nonblocking);
+void set_settle_rule(TypePassesRule type_passes, bool (*open)());
+
 // This thread's front entry for `type` alone, for the quickest checks, or
 // null when the front does not know the type (ask peek(), which fills it;
 // MPI_DATATYPE_NULL is never in the front).

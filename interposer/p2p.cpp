@@ -204,9 +204,21 @@ void fill_pass_rule(const datatypes::Layout* layout, datatypes::detail::Front& e
   entry.noted = c.report != 0 ? 1 : 0;
 }
 
+bool type_always_passes(const datatypes::Layout* layout, bool nonblocking) {
+  const Config& c = config();
+  if (!takes_send(c) || !uses_packers(c)) return true;
+  if (!layout || layout->contiguous || layout->size <= 0) return true;
+  return layout->mean_block() > (nonblocking ? c.p2p_nonblocking_max_block : c.p2p_max_block);
+}
+
 namespace {
+bool passes_uncounted() { return config().report == 0; }
+
 struct PassRuleAtLoad {
-  PassRuleAtLoad() { datatypes::set_pass_rule(fill_pass_rule); }
+  PassRuleAtLoad() {
+    datatypes::set_pass_rule(fill_pass_rule);
+    datatypes::set_settle_rule(type_always_passes, passes_uncounted);
+  }
 } pass_rule_at_load;
 }  // namespace
 
@@ -305,16 +317,25 @@ int nonblocking(Fn fn, Buf* buf, int count, MPI_Datatype type, int peer, int tag
   return nonblocking(next::Irecv, buf, count, type, source, tag, comm, request);
 }
 
-// The entry points of MPI_Send, Isend, Recv and Irecv: the common
-// pass-through (p2p_plainly_passes) in a few instructions without a stack
-// frame (always inlined, `library` read only on that branch), the rest out
-// of line in `slow`, which asks p2p_passes in full.
+// Past p2p_leanly_passes: the pass-through by the type's front entry
+// (p2p_plainly_passes), else `slow`, which asks p2p_passes in full.
 template <bool nonblocking, class Library, class Slow, class Buf, class... Rest>
-[[gnu::always_inline]] inline int quick(const Library& library, Slow slow, Buf* buf, int count, MPI_Datatype type,
-                                        int peer, int tag, MPI_Comm comm, Rest... rest) {
+[[gnu::noinline]] int by_type(const Library& library, Slow slow, Buf* buf, int count, MPI_Datatype type, int peer,
+                              int tag, MPI_Comm comm, Rest... rest) {
   if (p2p_plainly_passes(count, type, nonblocking)) [[likely]]
     return library(buf, count, type, peer, tag, comm, rest...);
   return slow(buf, count, type, peer, tag, comm, rest...);
+}
+
+// The entry points of MPI_Send, Isend, Recv and Irecv: while no type needs
+// asking (p2p_leanly_passes), straight to the library in a few instructions
+// without a stack frame; else the type's way, out of line (by_type).
+template <bool nonblocking, class Library, class Slow, class Buf, class... Rest>
+[[gnu::always_inline]] inline int quick(const Library& library, Slow slow, Buf* buf, int count, MPI_Datatype type,
+                                        int peer, int tag, MPI_Comm comm, Rest... rest) {
+  if (p2p_leanly_passes(nonblocking)) [[likely]]
+    return library(buf, count, type, peer, tag, comm, rest...);
+  return by_type<nonblocking>(library, slow, buf, count, type, peer, tag, comm, rest...);
 }
 
 // Sendrecv(_replace) with a side Veneer staged: always a Sendrecv.

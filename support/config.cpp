@@ -178,13 +178,21 @@ void apply_profile_thresholds(Config& c) {
 }
 }  // namespace
 
-std::atomic<uint64_t> g_cache_epoch{1};
+CacheWords g_cache_words;
+
+namespace {
+// The configuration changed: every type's rule is worked out again.
+void configuration_moved() {
+  for (auto& count : g_types_unsettled) count.fetch_add(kTypesRecount, std::memory_order_acq_rel);
+  g_cache_epoch.fetch_add(1, std::memory_order_release);
+}
+}  // namespace
 
 void reload_config() {
   Config c = parse_config(real_getenv);
   apply_profile_thresholds(c);
   g_config = c;
-  g_cache_epoch.fetch_add(1, std::memory_order_release);
+  configuration_moved();
 }
 
 void set_profile_thresholds(std::optional<int64_t> p2p_max_block, std::optional<int64_t> alltoall_max_block,
@@ -193,13 +201,13 @@ void set_profile_thresholds(std::optional<int64_t> p2p_max_block, std::optional<
   g_profile_alltoall_max_block = alltoall_max_block;
   g_profile_pack_max_block = pack_max_block;
   apply_profile_thresholds(g_config);
-  g_cache_epoch.fetch_add(1, std::memory_order_release);
+  configuration_moved();
 }
 
 void set_profile_send_rules(std::shared_ptr<const SendRules> rules) {
   g_profile_send_rules = std::move(rules);
   apply_profile_thresholds(g_config);
-  g_cache_epoch.fetch_add(1, std::memory_order_release);
+  configuration_moved();
 }
 
 std::string_view origin_name(ThresholdOrigin origin, std::string_view variable) {

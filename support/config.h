@@ -160,11 +160,27 @@ void set_profile_thresholds(std::optional<int64_t> p2p_max_block, std::optional<
 // VENEER_P2P_MIN_BYTES; remembered across reload_config(). Same calling rules
 // as set_profile_thresholds.
 void set_profile_send_rules(std::shared_ptr<const SendRules> rules);
-// Bumped whenever something that per-thread caches copy changes: a type
-// leaving the layout cache (datatypes/cache.h), or the configuration being
-// re-read or given a profile's thresholds (the type cache's front entries
-// hold the send rule's thresholds per type). Entries of another epoch are stale.
-extern std::atomic<uint64_t> g_cache_epoch;
+inline constexpr int64_t kTypesRecount = int64_t{1} << 40;
+// The words every send and receive that passes reads, in one cache line
+// (a passed call touches no other line of Veneer's for them).
+struct alignas(64) CacheWords {
+  // Bumped whenever something that per-thread caches copy changes: a type
+  // leaving the layout cache (datatypes/cache.h), or the configuration being
+  // re-read or given a profile's thresholds (the type cache's front entries
+  // hold the send rule's thresholds per type). Entries of another epoch are
+  // stale.
+  std::atomic<uint64_t> epoch{1};
+  // For blocking [0] and nonblocking [1] sends and receives: how many
+  // committed derived types are not known to go to the library in every such
+  // call of host data, plus one while passes are counted (datatypes/cache.h
+  // every_type_passes: at 0, those calls skip the type lookup). The
+  // configuration changing adds kTypesRecount to both: the type cache then
+  // counts again under the new rules at its next miss. Starts so.
+  std::atomic<int64_t> types_unsettled[2]{kTypesRecount, kTypesRecount};
+};
+extern CacheWords g_cache_words;
+inline constexpr std::atomic<uint64_t>& g_cache_epoch = g_cache_words.epoch;
+inline constexpr std::atomic<int64_t> (&g_types_unsettled)[2] = g_cache_words.types_unsettled;
 
 // "profile", "built-in default" or the variable's name, for the report.
 std::string_view origin_name(ThresholdOrigin origin, std::string_view variable);

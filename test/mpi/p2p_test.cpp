@@ -6,6 +6,7 @@
 #include <mpi.h>
 
 #include <array>
+#include <cstdlib>
 #include <cstring>
 #include <numeric>
 #include <vector>
@@ -457,6 +458,9 @@ TEST(P2P, ConcurrentThreadsUnderThreadMultiple) {
 TEST(P2P, RepeatedSequenceOfPassedTypesIsFetchedAhead) {
   const int me = rank_of();
   constexpr int kTypes = 6, kRounds = 5;
+  // A live type whose sends Veneer may take over keeps these calls on the
+  // way by their types (p2p_leanly_passes), where the hints are learnt.
+  Column takeable(8);
   std::array<MPI_Datatype, kTypes> types{};
   std::array<std::vector<int>, kTypes> sent, received;
   for (int k = 0; k < kTypes; ++k) {
@@ -482,7 +486,7 @@ TEST(P2P, RepeatedSequenceOfPassedTypesIsFetchedAhead) {
   using veneer::datatypes::detail::Front;
   using veneer::datatypes::detail::t_front;
   std::array<const Front*, kTypes> entries{};
-  bool quick = true;
+  bool quick = !veneer::p2p_leanly_passes(true);
   for (int k = 0; k < kTypes; ++k) {
     entries[k] = veneer::datatypes::front_entry(t_front, types[k]);
     quick = quick && entries[k] && entries[k]->pass_below[1] > 1 && !entries[k]->noted;
@@ -493,7 +497,87 @@ TEST(P2P, RepeatedSequenceOfPassedTypesIsFetchedAhead) {
     EXPECT_EQ(entries[k]->next, expected) << "type " << k;
   }
   for (auto& t : types) MPI_Type_free(&t);
-  if (!quick) GTEST_SKIP() << "these calls are asked in full here (device memory possible, or a report wanted)";
+  if (!quick)
+    GTEST_SKIP() << "these calls are asked in full here (device memory possible, or a report wanted), or pass "
+                    "without a lookup (every type passes: a switch is off)";
+}
+
+// The count behind p2p_leanly_passes for nonblocking calls (support/config.h
+// g_types_unsettled), exact once the type cache has counted (any commit does).
+int64_t unsettled() { return veneer::g_types_unsettled[1].load(); }
+bool always_passes(MPI_Datatype type) {
+  return veneer::type_always_passes(veneer::datatypes::lookup(type).get(), true);
+}
+
+// While every committed derived type passes, nonblocking sends and receives
+// go to the library without a lookup of their types; a type Veneer may take over counts
+// from its commit to its free, and a type that always passes is settled at
+// its commit. Data checked in every state.
+TEST(P2P, SendsSkipTheLookupWhileEveryCommittedTypePasses) {
+  const int me = rank_of();
+  Column wide(16, 16, 32);  // blocks of 128 bytes: passes on both libraries by default
+  const int64_t base = unsettled();
+  ASSERT_LT(base, veneer::kTypesRecount) << "the commit counted the types";
+  const bool wide_passes = always_passes(wide.type);
+  auto exchange = [&](const Column& col, double seed) {
+    const size_t span = static_cast<size_t>(col.n) * 32;
+    const std::vector<double> in = pattern(span, seed);
+    std::vector<double> out(span, -1.0);
+    std::vector<double> want(span, -1.0);
+    MPI_Request r[2];
+    ASSERT_EQ(MPI_Irecv(out.data(), 1, col.type, me, 5, MPI_COMM_WORLD, &r[0]), MPI_SUCCESS);
+    ASSERT_EQ(MPI_Isend(in.data(), 1, col.type, me, 5, MPI_COMM_WORLD, &r[1]), MPI_SUCCESS);
+    ASSERT_EQ(MPI_Waitall(2, r, MPI_STATUSES_IGNORE), MPI_SUCCESS);
+    // The library's own answer: the same exchange past Veneer.
+    ASSERT_EQ(PMPI_Irecv(want.data(), 1, col.type, me, 6, MPI_COMM_WORLD, &r[0]), MPI_SUCCESS);
+    ASSERT_EQ(PMPI_Isend(in.data(), 1, col.type, me, 6, MPI_COMM_WORLD, &r[1]), MPI_SUCCESS);
+    ASSERT_EQ(PMPI_Waitall(2, r, MPI_STATUSES_IGNORE), MPI_SUCCESS);
+    EXPECT_EQ(out, want);
+  };
+  exchange(wide, 1.0);
+  {
+    Column narrow(64);  // blocks of one double: taken over where sends are on
+    const bool narrow_passes = always_passes(narrow.type);
+    EXPECT_EQ(unsettled(), base + (narrow_passes ? 0 : 1));
+    if (!narrow_passes) EXPECT_FALSE(veneer::p2p_leanly_passes(true));
+    exchange(narrow, 2.0);
+    exchange(wide, 3.0);
+  }
+  EXPECT_EQ(unsettled(), base) << "a freed type is forgotten";
+  EXPECT_TRUE(wide_passes || base > 0) << "a live type that does not always pass is counted";
+  if (base == 0) {
+    const veneer::Config& c = veneer::config();
+    EXPECT_EQ(veneer::p2p_leanly_passes(true), !(veneer::carries_device(c) && veneer::device_byte_down(c)));
+  }
+  exchange(wide, 4.0);
+}
+
+// A change of the configuration has every type counted again under the new
+// rules at the type cache's next miss: a type settled under the built-in
+// largest block is counted once a larger block may be taken over, and
+// settled again when that goes.
+TEST(P2P, AChangedConfigurationCountsTheTypesAgain) {
+  const veneer::Config& c = veneer::config();
+  if (!veneer::takes_send(c) || !veneer::uses_packers(c)) GTEST_SKIP() << "sends are off here: every type passes";
+  if (getenv("VENEER_P2P_MAX_BLOCK") != nullptr) GTEST_SKIP() << "the launcher set VENEER_P2P_MAX_BLOCK";
+  Column wide(16, 16, 32);  // blocks of 128 bytes
+  const int64_t base = unsettled();
+  if (!always_passes(wide.type)) GTEST_SKIP() << "128-byte blocks may be taken over here already";
+  setenv("VENEER_P2P_MAX_BLOCK", "1M", 1);
+  veneer::reload_config();
+  EXPECT_GE(unsettled(), veneer::kTypesRecount);
+  EXPECT_FALSE(veneer::p2p_leanly_passes(true));
+  {
+    Column probe(4, 16, 32);  // its commit misses the type cache, which counts again
+    EXPECT_GE(unsettled(), base + 2) << "the wide type and the probe, both takeable now";
+  }
+  unsetenv("VENEER_P2P_MAX_BLOCK");
+  veneer::reload_config();
+  {
+    Column probe(4, 16, 32);
+    EXPECT_EQ(unsettled(), base);
+  }
+  EXPECT_EQ(unsettled(), base);
 }
 
 // A strided type whose sends a switch leaves to the library (VENEER_DISABLE=1
