@@ -181,34 +181,30 @@ int32_t count_below(int64_t bytes, int64_t size) {
 }
 }  // namespace
 
+bool type_always_passes(const datatypes::Layout* layout, bool nonblocking) {
+  const Config& c = config();
+  if (!takes_send(c) || !uses_packers(c)) return true;
+  if (!layout || layout->contiguous || layout->size <= 0) return true;
+  return layout->mean_block() > (nonblocking ? c.p2p_nonblocking_max_block : c.p2p_max_block);
+}
+
 void fill_pass_rule(const datatypes::Layout* layout, datatypes::detail::Front& entry) {
   using datatypes::detail::kAlwaysPasses;
   const Config& c = config();
   // Device memory possible (the device byte down): every call is asked in full.
   const bool device = carries_device(c) && kernels::detail::g_quiet.load(std::memory_order_acquire) == 0;
   int32_t below[2] = {0, 0};
-  if (!takes_send(c) || (!device && !uses_packers(c))) {
+  if (!takes_send(c)) {
     below[0] = below[1] = kAlwaysPasses;  // nothing of it would be taken
   } else if (!device) {
-    if (!layout || layout->contiguous || layout->size <= 0) {
-      below[0] = below[1] = kAlwaysPasses;
-    } else {
-      const int64_t block = layout->mean_block();
-      below[0] = block > c.p2p_max_block ? kAlwaysPasses : count_below(c.p2p_min_bytes, layout->size);
-      below[1] =
-          block > c.p2p_nonblocking_max_block ? kAlwaysPasses : count_below(c.p2p_nonblocking_min_bytes, layout->size);
-    }
+    // Host data: the type cache's settle rule, then the smallest message taken over.
+    below[0] = type_always_passes(layout, false) ? kAlwaysPasses : count_below(c.p2p_min_bytes, layout->size);
+    below[1] =
+        type_always_passes(layout, true) ? kAlwaysPasses : count_below(c.p2p_nonblocking_min_bytes, layout->size);
   }
   entry.pass_below[0] = below[0];
   entry.pass_below[1] = below[1];
   entry.noted = c.report != 0 ? 1 : 0;
-}
-
-bool type_always_passes(const datatypes::Layout* layout, bool nonblocking) {
-  const Config& c = config();
-  if (!takes_send(c) || !uses_packers(c)) return true;
-  if (!layout || layout->contiguous || layout->size <= 0) return true;
-  return layout->mean_block() > (nonblocking ? c.p2p_nonblocking_max_block : c.p2p_max_block);
 }
 
 namespace {
