@@ -3,6 +3,7 @@
 
 #include <array>
 #include <atomic>
+#include <map>
 #include <mutex>
 #include <shared_mutex>
 #include <unordered_map>
@@ -26,40 +27,79 @@ constinit thread_local FrontTable* t_front [[gnu::tls_model("initial-exec")]] = 
 
 namespace {
 
+using detail::kAlwaysPasses;
+
 uint64_t key_of(MPI_Datatype h) { return handle_key(h); }
 
 struct Entry {
   std::shared_ptr<const Layout> layout;  // null until first use
   bool decoded = false;                  // decode tried (layout null: unsupported)
   bool derived = false;                  // committed through Veneer (note_committed)
-  bool unsettled[2] = {false, false};    // counted in g_types_unsettled (blocking, nonblocking)
+  // Per kind of call (blocking, nonblocking): fewer elements than this
+  // always go to the library; below kAlwaysPasses, counted in
+  // g_types_unsettled and in g_counted.
+  int32_t below[2] = {kAlwaysPasses, kAlwaysPasses};
 };
 
-std::atomic<TypePassesRule> g_type_passes{nullptr};
+std::atomic<PassesBelowRule> g_passes_below{nullptr};
 std::atomic<bool (*)()> g_settle_open{nullptr};
 
-// Whether a derived entry's sends and receives of one kind all pass under
-// the rule of now.
-bool settles(const Entry& e, bool nonblocking) {
-  const TypePassesRule rule = g_type_passes.load(std::memory_order_acquire);
-  return e.decoded && rule && rule(e.layout.get(), nonblocking);
+// Under the cache's lock: the `below` of every counted type, by value (how
+// many types have each), per kind; and whether passes were being counted
+// one by one when the types were last counted.
+std::map<int32_t, int64_t> g_counted[2];
+bool g_one_by_one = false;
+
+// The count below which a derived entry's sends and receives of one kind all
+// pass under the rule of now (0 until it is decoded).
+int32_t passes_below(const Entry& e, bool nonblocking) {
+  const PassesBelowRule rule = g_passes_below.load(std::memory_order_acquire);
+  return e.decoded && rule ? rule(e.layout.get(), nonblocking) : 0;
 }
-// After a derived entry was decoded (under the cache's lock): counted or not
-// by the rule, for each kind of call.
+
+// g_lean_below of one kind from the count and the least counted `below`
+// (under the cache's lock). A change of the configuration adds to the count
+// and then stores 0 without the lock: read the count again after the store,
+// so that the last store is 0 whichever came first.
+void publish(int kind) {
+  const int64_t n = g_types_unsettled[kind].load();
+  int32_t lean = kAlwaysPasses;
+  if (n >= kTypesRecount || g_one_by_one) lean = 0;
+  else if (n > 0) lean = g_counted[kind].empty() ? 0 : g_counted[kind].begin()->first;
+  g_lean_below[kind].store(lean);
+  if (lean != 0 && g_types_unsettled[kind].load() >= kTypesRecount) g_lean_below[kind].store(0);
+}
+
+// Sets a derived entry's `below` of one kind, counting it in or out (under
+// the cache's lock; published by the caller).
+void count_as(Entry& e, int kind, int32_t below) {
+  const int32_t was = std::exchange(e.below[kind], below);
+  if (was == below) return;
+  if (was < kAlwaysPasses) {
+    auto it = g_counted[kind].find(was);
+    if (it != g_counted[kind].end() && --it->second == 0) g_counted[kind].erase(it);
+    g_types_unsettled[kind].fetch_sub(1, std::memory_order_acq_rel);
+  }
+  if (below < kAlwaysPasses) {
+    ++g_counted[kind][below];
+    g_types_unsettled[kind].fetch_add(1, std::memory_order_acq_rel);
+  }
+}
+// After a derived entry was committed or decoded (under the cache's lock):
+// counted by the rule, for each kind of call.
 void settle(Entry& e) {
   if (!e.derived) return;
   for (int kind = 0; kind < 2; ++kind) {
-    const bool unsettled = !settles(e, kind == 1);
-    if (unsettled != e.unsettled[kind]) {
-      e.unsettled[kind] = unsettled;
-      g_types_unsettled[kind].fetch_add(unsettled ? 1 : -1, std::memory_order_acq_rel);
-    }
+    count_as(e, kind, passes_below(e, kind == 1));
+    publish(kind);
   }
 }
 // Forgets a derived entry's counts (under the cache's lock).
 void unsettle(Entry& e) {
-  for (int kind = 0; kind < 2; ++kind)
-    if (std::exchange(e.unsettled[kind], false)) g_types_unsettled[kind].fetch_sub(1, std::memory_order_acq_rel);
+  for (int kind = 0; kind < 2; ++kind) {
+    count_as(e, kind, kAlwaysPasses);
+    publish(kind);
+  }
 }
 
 struct Cache {
@@ -175,10 +215,11 @@ bool watched(MPI_Datatype type) {
   return c.entries.contains(key_of(type));
 }
 
-void set_settle_rule(TypePassesRule type_passes, bool (*open)()) {
-  g_type_passes.store(type_passes, std::memory_order_release);
+void set_settle_rule(PassesBelowRule passes_below, bool (*open)()) {
+  g_passes_below.store(passes_below, std::memory_order_release);
   g_settle_open.store(open, std::memory_order_release);
-  for (auto& count : g_types_unsettled) count.fetch_add(kTypesRecount, std::memory_order_acq_rel);
+  for (auto& count : g_types_unsettled) count.fetch_add(kTypesRecount);
+  for (auto& below : g_lean_below) below.store(0);
 }
 
 void set_pass_rule(PassRule rule) {
@@ -200,7 +241,9 @@ void cache_finalize() {
   Cache& c = cache();
   std::unique_lock lock(c.mutex);
   c.entries.clear();
-  for (auto& count : g_types_unsettled) count.fetch_add(kTypesRecount, std::memory_order_acq_rel);
+  for (auto& counted : g_counted) counted.clear();
+  for (auto& count : g_types_unsettled) count.fetch_add(kTypesRecount);
+  for (auto& below : g_lean_below) below.store(0);
   c.epoch.fetch_add(1, std::memory_order_release);
   if (int keyval = c.keyval.exchange(MPI_KEYVAL_INVALID);
       keyval != MPI_KEYVAL_INVALID && PMPI_Type_free_keyval(&keyval) != MPI_SUCCESS)
@@ -223,9 +266,10 @@ void note_committed(MPI_Datatype type) {
   {
     std::unique_lock lock(c.mutex);
     Entry counted;
-    counted.derived = counted.unsettled[0] = counted.unsettled[1] = true;
-    if (!c.entries.emplace(key, std::move(counted)).second) return;
-    for (auto& count : g_types_unsettled) count.fetch_add(1, std::memory_order_acq_rel);
+    counted.derived = true;
+    auto [it, fresh] = c.entries.emplace(key, std::move(counted));
+    if (!fresh) return;
+    settle(it->second);  // not decoded yet: counted at 0
   }
   // Decoded now, not at first use: a type that only a file view or a window
   // uses would otherwise hold every send and receive of the job on the full
@@ -244,16 +288,22 @@ void recount(Cache& c) {
   for (int kind = 0; kind < 2; ++kind) {
     int64_t seen = g_types_unsettled[kind].load(std::memory_order_acquire);
     if (seen < kTypesRecount) continue;  // another thread counted
+    g_one_by_one = counted_one_by_one;
+    g_counted[kind].clear();
     int64_t unsettled = counted_one_by_one ? 1 : 0;
     for (auto& [key, e] : c.entries) {
       if (!e.derived) continue;
-      e.unsettled[kind] = !settles(e, kind == 1);
-      unsettled += e.unsettled[kind] ? 1 : 0;
+      e.below[kind] = passes_below(e, kind == 1);
+      if (e.below[kind] < kAlwaysPasses) {
+        ++g_counted[kind][e.below[kind]];
+        ++unsettled;
+      }
     }
     // Every other change of the count is made under the lock; a change of
     // the configuration meanwhile leaves it at or above kTypesRecount
     // (counted again at the next miss).
     (void)g_types_unsettled[kind].compare_exchange_strong(seen, unsettled, std::memory_order_acq_rel);
+    publish(kind);
   }
 }
 }  // namespace

@@ -111,27 +111,29 @@ const Layout* peek_slow(MPI_Datatype type);
 using PassRule = void (*)(const Layout* layout, detail::Front& entry);
 void set_pass_rule(PassRule rule);
 
-// Whether every committed derived type is known to go to the library in
-// every send and receive of host data of one kind (the rule set_settle_rule gives, under
-// the configuration of now) and passes are not counted: then a send or
-// receive of host data needs no lookup of its type to pass (the interposer's
-// p2p quick path; device memory is its own question). Predefined types are
-// not counted: their sends and receives pass while this holds. A type is
-// counted from its commit, settled when it is first decoded, and forgotten
-// when freed; a change of the configuration has every type counted again at
-// the cache's next miss.
+// Whether a send or receive of host data of one kind with `count` elements
+// goes to the library whatever its type, by the rule set_settle_rule gives
+// under the configuration of now: then it needs no lookup of its type (the
+// interposer's p2p quick path; device memory is its own question). True
+// when every committed derived type passes at that count: the count is
+// below the least `below` of the types that do not pass at every count
+// (the largest int while there are none), and passes are not counted one by
+// one. Predefined types are not counted: their sends and receives pass
+// while this holds. A type is counted from its commit (at 0), by its rule
+// once it is decoded (at commit), and forgotten when freed; a change of the
+// configuration has every type counted again at the cache's next miss.
 // `nonblocking`: Isend, Irecv and their kin, which have rules of their own.
-[[gnu::always_inline]] inline bool every_type_passes(bool nonblocking) {
-  return g_types_unsettled[nonblocking ? 1 : 0].load(std::memory_order_relaxed) == 0;
+[[gnu::always_inline]] inline bool every_type_passes(int count, bool nonblocking) {
+  return count < g_lean_below[nonblocking ? 1 : 0].load(std::memory_order_relaxed);
 }
-// The rule of every_type_passes: `type_passes(layout, nonblocking)` (layout
-// null: a type Veneer does not describe) is true when every such send and
-// receive of host data of that type goes to the library whatever its count;
-// `open()` is false while passes must be seen one by one (the report counts
-// them). Set once by the interposer before MPI traffic; without it no type
-// settles.
-using TypePassesRule = bool (*)(const Layout* layout, bool nonblocking);
-void set_settle_rule(TypePassesRule type_passes, bool (*open)());
+// The rule of every_type_passes: `passes_below(layout, nonblocking)` (layout
+// null: a type Veneer does not describe) is the count below which every
+// such send and receive of host data of that type goes to the library
+// (detail::kAlwaysPasses: every count); `open()` is false while passes must
+// be seen one by one (the report counts them). Set once by the interposer
+// before MPI traffic; without it every derived type counts at 0.
+using PassesBelowRule = int32_t (*)(const Layout* layout, bool nonblocking);
+void set_settle_rule(PassesBelowRule passes_below, bool (*open)());
 
 // This thread's front entry for `type` alone, for the quickest checks, or
 // null when the front does not know the type (ask peek(), which fills it;

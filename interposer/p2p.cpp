@@ -181,29 +181,22 @@ int32_t count_below(int64_t bytes, int64_t size) {
 }
 }  // namespace
 
-bool type_always_passes(const datatypes::Layout* layout, bool nonblocking) {
+int32_t type_passes_below(const datatypes::Layout* layout, bool nonblocking) {
   const Config& c = config();
-  if (!takes_send(c) || !uses_packers(c)) return true;
-  if (!layout || layout->contiguous || layout->size <= 0) return true;
-  return layout->mean_block() > (nonblocking ? c.p2p_nonblocking_max_block : c.p2p_max_block);
+  if (!takes_send(c) || !uses_packers(c) || !layout || layout->contiguous || layout->size <= 0 ||
+      layout->mean_block() > (nonblocking ? c.p2p_nonblocking_max_block : c.p2p_max_block))
+    return datatypes::detail::kAlwaysPasses;
+  return count_below(nonblocking ? c.p2p_nonblocking_min_bytes : c.p2p_min_bytes, layout->size);
 }
 
 void fill_pass_rule(const datatypes::Layout* layout, datatypes::detail::Front& entry) {
-  using datatypes::detail::kAlwaysPasses;
   const Config& c = config();
-  // Device memory possible (the device byte down): every call is asked in full.
-  const bool device = carries_device(c) && kernels::detail::g_quiet.load(std::memory_order_acquire) == 0;
-  int32_t below[2] = {0, 0};
-  if (!takes_send(c)) {
-    below[0] = below[1] = kAlwaysPasses;  // nothing of it would be taken
-  } else if (!device) {
-    // Host data: the type cache's settle rule, then the smallest message taken over.
-    below[0] = type_always_passes(layout, false) ? kAlwaysPasses : count_below(c.p2p_min_bytes, layout->size);
-    below[1] =
-        type_always_passes(layout, true) ? kAlwaysPasses : count_below(c.p2p_nonblocking_min_bytes, layout->size);
-  }
-  entry.pass_below[0] = below[0];
-  entry.pass_below[1] = below[1];
+  // Device memory possible (the device byte down): every call is asked in
+  // full; else host data by the type's rule.
+  const bool device =
+      takes_send(c) && carries_device(c) && kernels::detail::g_quiet.load(std::memory_order_acquire) == 0;
+  entry.pass_below[0] = device ? 0 : type_passes_below(layout, false);
+  entry.pass_below[1] = device ? 0 : type_passes_below(layout, true);
   entry.noted = c.report != 0 ? 1 : 0;
 }
 
@@ -213,7 +206,7 @@ bool passes_uncounted() { return config().report == 0; }
 struct PassRuleAtLoad {
   PassRuleAtLoad() {
     datatypes::set_pass_rule(fill_pass_rule);
-    datatypes::set_settle_rule(type_always_passes, passes_uncounted);
+    datatypes::set_settle_rule(type_passes_below, passes_uncounted);
   }
 } pass_rule_at_load;
 }  // namespace
@@ -323,13 +316,14 @@ template <bool nonblocking, class Library, class Slow, class Buf, class... Rest>
   return slow(buf, count, type, peer, tag, comm, rest...);
 }
 
-// The entry points of MPI_Send, Isend, Recv and Irecv: while no type needs
-// asking (p2p_leanly_passes), straight to the library in a few instructions
-// without a stack frame; else the type's way, out of line (by_type).
+// The entry points of MPI_Send, Isend, Recv and Irecv: when no committed
+// type would be taken over at this count (p2p_leanly_passes), straight to the
+// library in a few instructions without a stack frame; else the type's way,
+// out of line (by_type).
 template <bool nonblocking, class Library, class Slow, class Buf, class... Rest>
 [[gnu::always_inline]] inline int quick(const Library& library, Slow slow, Buf* buf, int count, MPI_Datatype type,
                                         int peer, int tag, MPI_Comm comm, Rest... rest) {
-  if (p2p_leanly_passes(nonblocking)) [[likely]]
+  if (p2p_leanly_passes(count, nonblocking)) [[likely]]
     return library(buf, count, type, peer, tag, comm, rest...);
   return by_type<nonblocking>(library, slow, buf, count, type, peer, tag, comm, rest...);
 }

@@ -126,22 +126,28 @@ inline void settle_device_byte(const Config& c) {
 // the library as it would without Veneer.
 void fill_pass_rule(const datatypes::Layout* layout, datatypes::detail::Front& entry);
 
-// Whether every send and receive of host data of a type `layout` describes
-// (null: one Veneer does not) goes to the library whatever its count: the
-// "always" of fill_pass_rule for that kind of call (`nonblocking`: Isend,
-// Irecv and their kin), without device memory. The type cache's settle rule
-// (datatypes/cache.h every_type_passes).
-bool type_always_passes(const datatypes::Layout* layout, bool nonblocking);
+// The count below which every send and receive of host data of a type
+// `layout` describes (null: one Veneer does not) goes to the library, for
+// that kind of call (`nonblocking`: Isend, Irecv and their kin), without
+// device memory: datatypes::detail::kAlwaysPasses when it does whatever its
+// count (a contiguous type, one Veneer does not describe, a mean block
+// above VENEER_P2P_MAX_BLOCK or the nonblocking bound, sends switched off),
+// else the count that makes the smallest message taken over. The host case
+// of fill_pass_rule, and the type cache's settle rule (datatypes/cache.h
+// every_type_passes).
+int32_t type_passes_below(const datatypes::Layout* layout, bool nonblocking);
 
 // The first question of MPI_Send, Isend, Recv and Irecv (interposer/p2p.cpp
-// quick): no committed type needs asking (every_type_passes) and no device
-// memory can be here (or Veneer carries none), so the call goes to the library whatever its type and
-// count, without a lookup. In a halo exchange whose types all pass, the
-// lookup of each call's type cost 1-2% of the exchange at 1 rank (Open MPI;
-// docs/results.md). False: ask by the type (p2p_plainly_passes).
-[[gnu::always_inline]] inline bool p2p_leanly_passes(bool nonblocking) {
+// quick): `count` elements of any committed type would pass
+// (every_type_passes: below the least count at which a live type may be
+// taken over) and no device memory can be here (or Veneer carries none), so
+// the call goes to the library without a lookup of its type. In a halo
+// exchange whose types all pass, the lookup of each call's type cost 1-2% of
+// the exchange at 1 rank (Open MPI; docs/results.md). False: ask by the
+// type (p2p_plainly_passes).
+[[gnu::always_inline]] inline bool p2p_leanly_passes(int count, bool nonblocking) {
   const Config& c = config();
-  return datatypes::every_type_passes(nonblocking) && !(carries_device(c) && device_byte_down(c));
+  return datatypes::every_type_passes(count, nonblocking) && !(carries_device(c) && device_byte_down(c));
 }
 
 // The common case of the pass-through alone, for the entry points of

@@ -183,7 +183,8 @@ CacheWords g_cache_words;
 namespace {
 // The configuration changed: every type's rule is worked out again.
 void configuration_moved() {
-  for (auto& count : g_types_unsettled) count.fetch_add(kTypesRecount, std::memory_order_acq_rel);
+  for (auto& count : g_types_unsettled) count.fetch_add(kTypesRecount);
+  for (auto& below : g_lean_below) below.store(0);  // after the count: see datatypes/cache.cpp publish
   g_cache_epoch.fetch_add(1, std::memory_order_release);
 }
 }  // namespace

@@ -172,15 +172,23 @@ struct alignas(64) CacheWords {
   std::atomic<uint64_t> epoch{1};
   // For blocking [0] and nonblocking [1] sends and receives: how many
   // committed derived types are not known to go to the library in every such
-  // call of host data, plus one while passes are counted (datatypes/cache.h
-  // every_type_passes: at 0, those calls skip the type lookup). The
+  // call of host data, plus one while passes are counted (at 0, every such
+  // call skips the type lookup: lean_below below). The
   // configuration changing adds kTypesRecount to both: the type cache then
   // counts again under the new rules at its next miss. Starts so.
   std::atomic<int64_t> types_unsettled[2]{kTypesRecount, kTypesRecount};
+  // For the same two kinds: sends and receives of host data with fewer
+  // elements than this go to the library whatever their type, without a
+  // lookup (datatypes/cache.h every_type_passes): the least count at which
+  // a counted type may be taken over, the largest int while none is
+  // counted, 0 while the types are to be counted again or passes are
+  // counted one by one. Every change of the configuration sets it to 0.
+  std::atomic<int32_t> lean_below[2]{0, 0};
 };
 extern CacheWords g_cache_words;
 inline constexpr std::atomic<uint64_t>& g_cache_epoch = g_cache_words.epoch;
 inline constexpr std::atomic<int64_t> (&g_types_unsettled)[2] = g_cache_words.types_unsettled;
+inline constexpr std::atomic<int32_t> (&g_lean_below)[2] = g_cache_words.lean_below;
 
 // "profile", "built-in default" or the variable's name, for the report.
 std::string_view origin_name(ThresholdOrigin origin, std::string_view variable);

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdlib>
 #include <cstring>
@@ -458,9 +459,10 @@ TEST(P2P, ConcurrentThreadsUnderThreadMultiple) {
 TEST(P2P, RepeatedSequenceOfPassedTypesIsFetchedAhead) {
   const int me = rank_of();
   constexpr int kTypes = 6, kRounds = 5;
-  // A live type whose sends Veneer may take over keeps these calls on the
-  // way by their types (p2p_leanly_passes), where the hints are learnt.
-  Column takeable(8);
+  // A live type whose sends Veneer may take over at one element (128 KiB)
+  // keeps these calls on the way by their types (p2p_leanly_passes), where
+  // the hints are learnt.
+  Column takeable(16384);
   std::array<MPI_Datatype, kTypes> types{};
   std::array<std::vector<int>, kTypes> sent, received;
   for (int k = 0; k < kTypes; ++k) {
@@ -486,7 +488,7 @@ TEST(P2P, RepeatedSequenceOfPassedTypesIsFetchedAhead) {
   using veneer::datatypes::detail::Front;
   using veneer::datatypes::detail::t_front;
   std::array<const Front*, kTypes> entries{};
-  bool quick = !veneer::p2p_leanly_passes(true);
+  bool quick = !veneer::p2p_leanly_passes(1, true);
   for (int k = 0; k < kTypes; ++k) {
     entries[k] = veneer::datatypes::front_entry(t_front, types[k]);
     quick = quick && entries[k] && entries[k]->pass_below[1] > 1 && !entries[k]->noted;
@@ -503,53 +505,101 @@ TEST(P2P, RepeatedSequenceOfPassedTypesIsFetchedAhead) {
 }
 
 // The count behind p2p_leanly_passes for nonblocking calls (support/config.h
-// g_types_unsettled), exact once the type cache has counted (any commit does).
+// g_types_unsettled), exact once the type cache has counted (any commit does),
+// and the count below which such calls pass without a lookup.
 int64_t unsettled() { return veneer::g_types_unsettled[1].load(); }
-bool always_passes(MPI_Datatype type) {
-  return veneer::type_always_passes(veneer::datatypes::lookup(type).get(), true);
+int32_t lean_below() { return veneer::g_lean_below[1].load(); }
+int32_t passes_below(MPI_Datatype type) {
+  return veneer::type_passes_below(veneer::datatypes::lookup(type).get(), true);
+}
+bool always_passes(MPI_Datatype type) { return passes_below(type) == veneer::datatypes::detail::kAlwaysPasses; }
+bool lean_open() {
+  const veneer::Config& c = veneer::config();
+  return !(veneer::carries_device(c) && veneer::device_byte_down(c));
 }
 
-// While every committed derived type passes, nonblocking sends and receives
-// go to the library without a lookup of their types; a type Veneer may take over counts
-// from its commit to its free, and a type that always passes is settled at
-// its commit. Data checked in every state.
-TEST(P2P, SendsSkipTheLookupWhileEveryCommittedTypePasses) {
+// `count` of `col` through Veneer to this rank, against the same exchange
+// past Veneer (PMPI_).
+void exchange(const Column& col, int count, double seed) {
   const int me = rank_of();
+  MPI_Aint lb = 0, extent = 0;
+  MPI_Type_get_extent(col.type, &lb, &extent);
+  const size_t span = static_cast<size_t>(count) * static_cast<size_t>(extent) / sizeof(double);
+  const std::vector<double> in = pattern(span, seed);
+  std::vector<double> out(span, -1.0);
+  std::vector<double> want(span, -1.0);
+  MPI_Request r[2];
+  ASSERT_EQ(MPI_Irecv(out.data(), count, col.type, me, 5, MPI_COMM_WORLD, &r[0]), MPI_SUCCESS);
+  ASSERT_EQ(MPI_Isend(in.data(), count, col.type, me, 5, MPI_COMM_WORLD, &r[1]), MPI_SUCCESS);
+  ASSERT_EQ(MPI_Waitall(2, r, MPI_STATUSES_IGNORE), MPI_SUCCESS);
+  ASSERT_EQ(PMPI_Irecv(want.data(), count, col.type, me, 6, MPI_COMM_WORLD, &r[0]), MPI_SUCCESS);
+  ASSERT_EQ(PMPI_Isend(in.data(), count, col.type, me, 6, MPI_COMM_WORLD, &r[1]), MPI_SUCCESS);
+  ASSERT_EQ(PMPI_Waitall(2, r, MPI_STATUSES_IGNORE), MPI_SUCCESS);
+  EXPECT_EQ(out, want) << count << " elements";
+}
+
+// Nonblocking sends and receives go to the library without a lookup of their
+// types while every committed derived type would pass at their count; a type
+// Veneer may take over counts from its commit to its free, and a type that
+// always passes is settled at its commit. Data checked in every state.
+TEST(P2P, SendsSkipTheLookupWhileEveryCommittedTypePasses) {
   Column wide(16, 16, 32);  // blocks of 128 bytes: passes on both libraries by default
   const int64_t base = unsettled();
   ASSERT_LT(base, veneer::kTypesRecount) << "the commit counted the types";
   const bool wide_passes = always_passes(wide.type);
-  auto exchange = [&](const Column& col, double seed) {
-    const size_t span = static_cast<size_t>(col.n) * 32;
-    const std::vector<double> in = pattern(span, seed);
-    std::vector<double> out(span, -1.0);
-    std::vector<double> want(span, -1.0);
-    MPI_Request r[2];
-    ASSERT_EQ(MPI_Irecv(out.data(), 1, col.type, me, 5, MPI_COMM_WORLD, &r[0]), MPI_SUCCESS);
-    ASSERT_EQ(MPI_Isend(in.data(), 1, col.type, me, 5, MPI_COMM_WORLD, &r[1]), MPI_SUCCESS);
-    ASSERT_EQ(MPI_Waitall(2, r, MPI_STATUSES_IGNORE), MPI_SUCCESS);
-    // The library's own answer: the same exchange past Veneer.
-    ASSERT_EQ(PMPI_Irecv(want.data(), 1, col.type, me, 6, MPI_COMM_WORLD, &r[0]), MPI_SUCCESS);
-    ASSERT_EQ(PMPI_Isend(in.data(), 1, col.type, me, 6, MPI_COMM_WORLD, &r[1]), MPI_SUCCESS);
-    ASSERT_EQ(PMPI_Waitall(2, r, MPI_STATUSES_IGNORE), MPI_SUCCESS);
-    EXPECT_EQ(out, want);
-  };
-  exchange(wide, 1.0);
+  const int32_t base_below = lean_below();
+  exchange(wide, 1, 1.0);
   {
     Column narrow(64);  // blocks of one double: taken over where sends are on
     const bool narrow_passes = always_passes(narrow.type);
     EXPECT_EQ(unsettled(), base + (narrow_passes ? 0 : 1));
-    if (!narrow_passes) EXPECT_FALSE(veneer::p2p_leanly_passes(true));
-    exchange(narrow, 2.0);
-    exchange(wide, 3.0);
+    if (!narrow_passes) {
+      const int32_t below = passes_below(narrow.type);
+      EXPECT_EQ(lean_below(), std::min(base_below, below));
+      EXPECT_FALSE(veneer::p2p_leanly_passes(lean_below(), true));
+      if (lean_below() > 1) EXPECT_EQ(veneer::p2p_leanly_passes(lean_below() - 1, true), lean_open());
+      exchange(narrow, below, 2.5);  // the smallest message taken over
+    }
+    exchange(narrow, 1, 2.0);
+    exchange(wide, 1, 3.0);
   }
   EXPECT_EQ(unsettled(), base) << "a freed type is forgotten";
+  EXPECT_EQ(lean_below(), base_below);
   EXPECT_TRUE(wide_passes || base > 0) << "a live type that does not always pass is counted";
   if (base == 0) {
-    const veneer::Config& c = veneer::config();
-    EXPECT_EQ(veneer::p2p_leanly_passes(true), !(veneer::carries_device(c) && veneer::device_byte_down(c)));
+    EXPECT_EQ(lean_below(), veneer::datatypes::detail::kAlwaysPasses);
+    EXPECT_EQ(veneer::p2p_leanly_passes(1 << 30, true), lean_open());
   }
-  exchange(wide, 4.0);
+  exchange(wide, 1, 4.0);
+}
+
+// The count below which calls skip the lookup is the least of the live
+// types': a larger type that may be taken over lowers it while it lives, and
+// a call below it passes whatever its type, one that does not pass included
+// (checked on data).
+TEST(P2P, TheLeastCountOfTheLiveTypesOpensTheLeanPath) {
+  Column small(64);    // 512 bytes
+  Column large(2048);  // 16 KiB
+  const int32_t small_below = passes_below(small.type);
+  const int32_t large_below = passes_below(large.type);
+  if (small_below == veneer::datatypes::detail::kAlwaysPasses || large_below >= small_below)
+    GTEST_SKIP() << "these types pass at every count here (sends off, or their blocks are not taken over)";
+  EXPECT_LE(lean_below(), large_below);
+  if (lean_below() == large_below && lean_open()) {
+    EXPECT_TRUE(veneer::p2p_leanly_passes(large_below - 1, true));
+    EXPECT_FALSE(veneer::p2p_leanly_passes(large_below, true));
+  }
+  exchange(small, std::max(1, large_below - 1), 5.0);  // passes (below both types' counts)
+  exchange(large, large_below, 6.0);                   // may be taken over
+  const int32_t with_large = lean_below();
+  {
+    Column larger(8192);  // 64 KiB: one element may be taken over
+    EXPECT_LE(lean_below(), passes_below(larger.type));
+    EXPECT_LE(lean_below(), with_large);
+    exchange(larger, 1, 7.0);
+  }
+  EXPECT_EQ(lean_below(), with_large) << "the freed type no longer holds the count down";
+  exchange(small, small_below, 8.0);
 }
 
 // A change of the configuration has every type counted again under the new
@@ -566,7 +616,8 @@ TEST(P2P, AChangedConfigurationCountsTheTypesAgain) {
   setenv("VENEER_P2P_MAX_BLOCK", "1M", 1);
   veneer::reload_config();
   EXPECT_GE(unsettled(), veneer::kTypesRecount);
-  EXPECT_FALSE(veneer::p2p_leanly_passes(true));
+  EXPECT_EQ(lean_below(), 0) << "no call skips the lookup until the types are counted again";
+  EXPECT_FALSE(veneer::p2p_leanly_passes(1, true));
   {
     Column probe(4, 16, 32);  // its commit misses the type cache, which counts again
     EXPECT_GE(unsettled(), base + 2) << "the wide type and the probe, both takeable now";
