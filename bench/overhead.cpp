@@ -196,6 +196,20 @@ int main(int argc, char** argv) {
                      (v ? MPI_Waitall : PMPI_Waitall)(2, r, MPI_STATUSES_IGNORE);
                    },
                    [] {}});
+  // The same column exchanged with itself by one MPI_Sendrecv (a halo code
+  // that shifts along each dimension), and with no partner on either side.
+  cases.push_back({"sendrecv self, 192 B strided", false,
+                   [&](bool v) {
+                     (v ? MPI_Sendrecv : PMPI_Sendrecv)(column_out.data(), 1, column, g_rank, 3, column_in.data(), 1,
+                                                        column, g_rank, 3, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+                   },
+                   [] {}});
+  cases.push_back({"sendrecv MPI_PROC_NULL", false,
+                   [&](bool v) {
+                     (v ? MPI_Sendrecv : PMPI_Sendrecv)(small, 8, MPI_BYTE, MPI_PROC_NULL, 4, column_in.data(), 8,
+                                                        MPI_BYTE, MPI_PROC_NULL, 4, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+                   },
+                   [] {}});
   std::vector<char> big(1 << 20, 1), big_packed(1 << 20);
   cases.push_back({"pack 1 MiB bytes", false,
                    [&](bool v) {

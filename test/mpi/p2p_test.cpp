@@ -602,6 +602,58 @@ TEST(P2P, TheLeastCountOfTheLiveTypesOpensTheLeanPath) {
   exchange(small, small_below, 8.0);
 }
 
+// Every other kind of send (and Sendrecv, Sendrecv_replace) of a type Veneer
+// may take over, at one element (which passes without a lookup while no
+// live type is taken over at that count) and at the smallest count taken
+// over: the data arrive as a hand-written gather of the strided elements
+// says.
+TEST(P2P, EverySendKindEitherSideOfTheLeastCount) {
+  const int me = rank_of();
+  Column col(64);  // 64 doubles, 24 bytes apart: an element spans 190 doubles
+  constexpr size_t kSpan = 190;
+  const int32_t below = passes_below(col.type);
+  std::vector<int> counts{1};
+  if (below > 1 && below <= 4096) counts.push_back(below);
+  std::vector<char> attached(size_t{8} << 20);
+  ASSERT_EQ(MPI_Buffer_attach(attached.data(), static_cast<int>(attached.size())), MPI_SUCCESS);
+  for (int count : counts) {
+    const size_t span = static_cast<size_t>(count) * kSpan;
+    const std::vector<double> in = pattern(span, 7.0 + count);
+    std::vector<double> want(span, -1.0);
+    for (size_t e = 0; e < static_cast<size_t>(count); ++e)
+      for (size_t i = 0; i < 64; ++i) want[e * kSpan + 3 * i] = in[e * kSpan + 3 * i];
+    for (int kind = 0; kind < 8; ++kind) {
+      std::vector<double> out(span, -1.0);
+      MPI_Request r[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
+      const int tag = 40 + kind;
+      if (kind < 6) ASSERT_EQ(MPI_Irecv(out.data(), count, col.type, me, tag, MPI_COMM_WORLD, &r[0]), MPI_SUCCESS);
+      int rc = MPI_SUCCESS;
+      switch (kind) {
+        case 0: rc = MPI_Ssend(in.data(), count, col.type, me, tag, MPI_COMM_WORLD); break;
+        case 1: rc = MPI_Rsend(in.data(), count, col.type, me, tag, MPI_COMM_WORLD); break;
+        case 2: rc = MPI_Bsend(in.data(), count, col.type, me, tag, MPI_COMM_WORLD); break;
+        case 3: rc = MPI_Issend(in.data(), count, col.type, me, tag, MPI_COMM_WORLD, &r[1]); break;
+        case 4: rc = MPI_Ibsend(in.data(), count, col.type, me, tag, MPI_COMM_WORLD, &r[1]); break;
+        case 5: rc = MPI_Irsend(in.data(), count, col.type, me, tag, MPI_COMM_WORLD, &r[1]); break;
+        case 6:
+          rc = MPI_Sendrecv(in.data(), count, col.type, me, tag, out.data(), count, col.type, me, tag, MPI_COMM_WORLD,
+                            MPI_STATUS_IGNORE);
+          break;
+        default:
+          out = in;  // received in place: the strided elements come back to where they were sent from
+          rc = MPI_Sendrecv_replace(out.data(), count, col.type, me, tag, me, tag, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+          break;
+      }
+      ASSERT_EQ(rc, MPI_SUCCESS) << "kind " << kind << ", " << count << " elements";
+      ASSERT_EQ(MPI_Waitall(2, r, MPI_STATUSES_IGNORE), MPI_SUCCESS);
+      EXPECT_EQ(out, kind == 7 ? in : want) << "kind " << kind << ", " << count << " elements";
+    }
+  }
+  void* detached = nullptr;
+  int detached_size = 0;
+  MPI_Buffer_detach(&detached, &detached_size);
+}
+
 // A change of the configuration has every type counted again under the new
 // rules at the type cache's next miss: a type settled under the built-in
 // largest block is counted once a larger block may be taken over, and
