@@ -210,6 +210,16 @@ int main(int argc, char** argv) {
                                                         MPI_BYTE, MPI_PROC_NULL, 4, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
                    },
                    [] {}});
+  // A type made, committed and freed around each use (codes that build a
+  // type per message): Veneer watches the commit and the free.
+  cases.push_back({"type vector+commit+free", false,
+                   [&](bool v) {
+                     MPI_Datatype t = MPI_DATATYPE_NULL;
+                     MPI_Type_vector(24, 1, 32, MPI_DOUBLE, &t);
+                     (v ? MPI_Type_commit : PMPI_Type_commit)(&t);
+                     (v ? MPI_Type_free : PMPI_Type_free)(&t);
+                   },
+                   [] {}});
   std::vector<char> big(1 << 20, 1), big_packed(1 << 20);
   cases.push_back({"pack 1 MiB bytes", false,
                    [&](bool v) {

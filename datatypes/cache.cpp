@@ -39,9 +39,11 @@ struct Entry {
   // always go to the library; below kAlwaysPasses, counted in
   // g_types_unsettled and in g_counted.
   int32_t below[2] = {kAlwaysPasses, kAlwaysPasses};
+  int64_t size = -1;  // bytes of one element, from the commit (derived types)
 };
 
 std::atomic<PassesBelowRule> g_passes_below{nullptr};
+std::atomic<SizeBelowRule> g_size_below{nullptr};
 std::atomic<bool (*)()> g_settle_open{nullptr};
 
 // Under the cache's lock: the `below` of every counted type, by value (how
@@ -51,10 +53,15 @@ std::map<int32_t, int64_t> g_counted[2];
 bool g_one_by_one = false;
 
 // The count below which a derived entry's sends and receives of one kind all
-// pass under the rule of now (0 until it is decoded).
+// pass under the rule of now: by its layout once decoded, before that by its
+// size alone (0 without a rule).
 int32_t passes_below(const Entry& e, bool nonblocking) {
-  const PassesBelowRule rule = g_passes_below.load(std::memory_order_acquire);
-  return e.decoded && rule ? rule(e.layout.get(), nonblocking) : 0;
+  if (e.decoded) {
+    const PassesBelowRule rule = g_passes_below.load(std::memory_order_acquire);
+    return rule ? rule(e.layout.get(), nonblocking) : 0;
+  }
+  const SizeBelowRule rule = g_size_below.load(std::memory_order_acquire);
+  return rule && e.size >= 0 ? rule(e.size, nonblocking) : 0;
 }
 
 // g_lean_below of one kind from the count and the least counted `below`
@@ -199,7 +206,7 @@ std::shared_ptr<const Layout> build(MPI_Datatype type) {
   }
   c.decoded.fetch_add(1, std::memory_order_relaxed);
   auto layout = std::make_shared<const Layout>(std::move(std::get<Layout>(result)));
-  log(LogLevel::debug, "type layout: %s", layout->describe().c_str());
+  if (logs(LogLevel::debug)) log(LogLevel::debug, "type layout: %s", layout->describe().c_str());
   return layout;
 }
 
@@ -215,8 +222,9 @@ bool watched(MPI_Datatype type) {
   return c.entries.contains(key_of(type));
 }
 
-void set_settle_rule(PassesBelowRule passes_below, bool (*open)()) {
+void set_settle_rule(PassesBelowRule passes_below, SizeBelowRule size_below, bool (*open)()) {
   g_passes_below.store(passes_below, std::memory_order_release);
+  g_size_below.store(size_below, std::memory_order_release);
   g_settle_open.store(open, std::memory_order_release);
   for (auto& count : g_types_unsettled) count.fetch_add(kTypesRecount);
   for (auto& below : g_lean_below) below.store(0);
@@ -250,33 +258,6 @@ void cache_finalize() {
     log(LogLevel::debug, "datatypes: MPI_Type_free_keyval failed at finalize (nothing else depends on it)");
 }
 
-void note_committed(MPI_Datatype type) {
-  Cache& c = cache();
-  const int keyval = c.keyval.load();
-  if (type == MPI_DATATYPE_NULL || keyval == MPI_KEYVAL_INVALID) return;
-  const std::optional<int> combiner = combiner_of(type);
-  if (!combiner || *combiner == MPI_COMBINER_NAMED) return;
-  const uint64_t key = key_of(type);
-  {
-    std::shared_lock lock(c.mutex);
-    if (c.entries.contains(key)) return;
-  }
-  // The attribute's delete callback removes the entry when the type is freed.
-  if (PMPI_Type_set_attr(type, keyval, nullptr) != MPI_SUCCESS) return;
-  {
-    std::unique_lock lock(c.mutex);
-    Entry counted;
-    counted.derived = true;
-    auto [it, fresh] = c.entries.emplace(key, std::move(counted));
-    if (!fresh) return;
-    settle(it->second);  // not decoded yet: counted at 0
-  }
-  // Decoded now, not at first use: a type that only a file view or a window
-  // uses would otherwise hold every send and receive of the job on the full
-  // path (every_type_passes) for as long as it lives.
-  (void)lookup(type);
-}
-
 namespace {
 // Counts the derived types again under the rules of now, after the
 // configuration changed (g_types_unsettled at or above kTypesRecount). Types
@@ -307,6 +288,36 @@ void recount(Cache& c) {
   }
 }
 }  // namespace
+
+void note_committed(MPI_Datatype type) {
+  Cache& c = cache();
+  const int keyval = c.keyval.load();
+  if (type == MPI_DATATYPE_NULL || keyval == MPI_KEYVAL_INVALID) return;
+  const std::optional<int> combiner = combiner_of(type);
+  if (!combiner || *combiner == MPI_COMBINER_NAMED) return;
+  const uint64_t key = key_of(type);
+  {
+    std::shared_lock lock(c.mutex);
+    if (c.entries.contains(key)) return;
+  }
+  // The attribute's delete callback removes the entry when the type is freed.
+  if (PMPI_Type_set_attr(type, keyval, nullptr) != MPI_SUCCESS) return;
+  // Counted by its size until it is first used (decoding it here cost a
+  // commit and free 2 us over the library's 0.2): a type that only a file
+  // view uses then holds no send or receive of fewer bytes than the
+  // smallest message taken over off the lean path.
+  MPI_Count size = -1;
+  if (PMPI_Type_size_x(type, &size) != MPI_SUCCESS) size = -1;
+  if (g_types_unsettled[0].load(std::memory_order_acquire) >= kTypesRecount ||
+      g_types_unsettled[1].load(std::memory_order_acquire) >= kTypesRecount) [[unlikely]]
+    recount(c);
+  std::unique_lock lock(c.mutex);
+  Entry counted;
+  counted.derived = true;
+  counted.size = static_cast<int64_t>(size);
+  auto [it, fresh] = c.entries.emplace(key, std::move(counted));
+  if (fresh) settle(it->second);
+}
 
 std::shared_ptr<const Layout> lookup(MPI_Datatype type) {
   if (type == MPI_DATATYPE_NULL) return nullptr;

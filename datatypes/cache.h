@@ -119,9 +119,10 @@ void set_pass_rule(PassRule rule);
 // below the least `below` of the types that do not pass at every count
 // (the largest int while there are none), and passes are not counted one by
 // one. Predefined types are not counted: their sends and receives pass
-// while this holds. A type is counted from its commit (at 0), by its rule
-// once it is decoded (at commit), and forgotten when freed; a change of the
-// configuration has every type counted again at the cache's next miss.
+// while this holds. A type is counted from its commit, by its size until
+// it is decoded (at its first use) and by its layout after, and forgotten
+// when freed; a change of the configuration has every type counted again
+// at the cache's next miss or commit.
 // `nonblocking`: Isend, Irecv and their kin, which have rules of their own.
 [[gnu::always_inline]] inline bool every_type_passes(int count, bool nonblocking) {
   return count < g_lean_below[nonblocking ? 1 : 0].load(std::memory_order_relaxed);
@@ -132,8 +133,13 @@ void set_pass_rule(PassRule rule);
 // (detail::kAlwaysPasses: every count); `open()` is false while passes must
 // be seen one by one (the report counts them). Set once by the interposer
 // before MPI traffic; without it every derived type counts at 0.
+// `size_below(size, nonblocking)` is the same for a type not yet decoded
+// whose elements are `size` bytes (a derived type is decoded at its first
+// use, not at its commit): a count below which any layout of that size
+// passes.
 using PassesBelowRule = int32_t (*)(const Layout* layout, bool nonblocking);
-void set_settle_rule(PassesBelowRule passes_below, bool (*open)());
+using SizeBelowRule = int32_t (*)(int64_t size, bool nonblocking);
+void set_settle_rule(PassesBelowRule passes_below, SizeBelowRule size_below, bool (*open)());
 
 // This thread's front entry for `type` alone, for the quickest checks, or
 // null when the front does not know the type (ask peek(), which fills it;

@@ -258,8 +258,9 @@ Carried classify(const void* buf, int64_t count, MPI_Datatype type, bool to_libr
   if (!c.packer) {
     // A CUDA-aware library reads the buffer itself; any other would fault.
     const bool pass = library_cuda_aware();
-    log(LogLevel::debug, "device buffer of a type the device packer refuses: %s (%s)",
-        pass ? "passed through" : "copied through host memory", layout->describe().c_str());
+    if (logs(LogLevel::debug))
+      log(LogLevel::debug, "device buffer of a type the device packer refuses: %s (%s)",
+          pass ? "passed through" : "copied through host memory", layout->describe().c_str());
     if (pass) return {};
     c.via_host = true;
   }

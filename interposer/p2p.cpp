@@ -189,6 +189,12 @@ int32_t type_passes_below(const datatypes::Layout* layout, bool nonblocking) {
   return count_below(nonblocking ? c.p2p_nonblocking_min_bytes : c.p2p_min_bytes, layout->size);
 }
 
+int32_t size_passes_below(int64_t size, bool nonblocking) {
+  const Config& c = config();
+  if (!takes_send(c) || !uses_packers(c) || size <= 0) return datatypes::detail::kAlwaysPasses;
+  return count_below(nonblocking ? c.p2p_nonblocking_min_bytes : c.p2p_min_bytes, size);
+}
+
 void fill_pass_rule(const datatypes::Layout* layout, datatypes::detail::Front& entry) {
   const Config& c = config();
   // Device memory possible (the device byte down): every call is asked in
@@ -206,7 +212,7 @@ bool passes_uncounted() { return config().report == 0; }
 struct PassRuleAtLoad {
   PassRuleAtLoad() {
     datatypes::set_pass_rule(fill_pass_rule);
-    datatypes::set_settle_rule(type_passes_below, passes_uncounted);
+    datatypes::set_settle_rule(type_passes_below, size_passes_below, passes_uncounted);
   }
 } pass_rule_at_load;
 }  // namespace

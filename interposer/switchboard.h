@@ -136,6 +136,10 @@ void fill_pass_rule(const datatypes::Layout* layout, datatypes::detail::Front& e
 // of fill_pass_rule, and the type cache's settle rule (datatypes/cache.h
 // every_type_passes).
 int32_t type_passes_below(const datatypes::Layout* layout, bool nonblocking);
+// The same for a type not decoded yet whose elements are `size` bytes: the
+// count that makes the smallest message taken over, whatever its layout
+// (the type cache's rule for a type between its commit and its first use).
+int32_t size_passes_below(int64_t size, bool nonblocking);
 
 // The first question of MPI_Send, Isend, Recv and Irecv (interposer/p2p.cpp
 // quick): `count` elements of any committed type would pass

@@ -272,7 +272,7 @@ const Hierarchy* hierarchy(MPI_Comm comm, int* rc) {
   if (!built) return nullptr;
   if (int e = PMPI_Comm_set_attr(comm, key, built.get()); failed(e, "MPI_Comm_set_attr"))
     return report_to(rc, e), nullptr;
-  log(LogLevel::debug, "hierarchy: %s", built->describe().c_str());
+  if (logs(LogLevel::debug)) log(LogLevel::debug, "hierarchy: %s", built->describe().c_str());
   return built.release();  // now owned by the attribute
 }
 

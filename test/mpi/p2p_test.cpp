@@ -541,12 +541,19 @@ void exchange(const Column& col, int count, double seed) {
 // Nonblocking sends and receives go to the library without a lookup of their
 // types while every committed derived type would pass at their count; a type
 // Veneer may take over counts from its commit to its free, and a type that
-// always passes is settled at its commit. Data checked in every state.
+// always passes is counted by its size from its commit and settled at its
+// first use. Data checked in every state.
 TEST(P2P, SendsSkipTheLookupWhileEveryCommittedTypePasses) {
+  const veneer::Config& c = veneer::config();
+  const bool sends_on = veneer::takes_send(c) && veneer::uses_packers(c);
   Column wide(16, 16, 32);  // blocks of 128 bytes: passes on both libraries by default
+  const int64_t committed = unsettled();
+  ASSERT_LT(committed, veneer::kTypesRecount) << "the commit counted the types";
+  EXPECT_LE(lean_below(), veneer::size_passes_below(16 * 16 * 8, true)) << "by its size until first used";
+  const bool wide_passes = always_passes(wide.type);  // its first use: decoded
   const int64_t base = unsettled();
-  ASSERT_LT(base, veneer::kTypesRecount) << "the commit counted the types";
-  const bool wide_passes = always_passes(wide.type);
+  EXPECT_EQ(committed - base, sends_on && wide_passes ? 1 : 0)
+      << "counted by its size from its commit, settled when first used";
   const int32_t base_below = lean_below();
   exchange(wide, 1, 1.0);
   {
@@ -663,30 +670,32 @@ TEST(P2P, AChangedConfigurationCountsTheTypesAgain) {
   if (!veneer::takes_send(c) || !veneer::uses_packers(c)) GTEST_SKIP() << "sends are off here: every type passes";
   if (getenv("VENEER_P2P_MAX_BLOCK") != nullptr) GTEST_SKIP() << "the launcher set VENEER_P2P_MAX_BLOCK";
   Column wide(16, 16, 32);  // blocks of 128 bytes
-  const int64_t base = unsettled();
   if (!always_passes(wide.type)) GTEST_SKIP() << "128-byte blocks may be taken over here already";
+  const int64_t base = unsettled();
   setenv("VENEER_P2P_MAX_BLOCK", "1M", 1);
   veneer::reload_config();
   EXPECT_GE(unsettled(), veneer::kTypesRecount);
   EXPECT_EQ(lean_below(), 0) << "no call skips the lookup until the types are counted again";
   EXPECT_FALSE(veneer::p2p_leanly_passes(1, true));
   {
-    Column probe(4, 16, 32);  // its commit misses the type cache, which counts again
+    Column probe(4, 16, 32);  // its commit has the type cache count again
     EXPECT_GE(unsettled(), base + 2) << "the wide type and the probe, both takeable now";
   }
   unsetenv("VENEER_P2P_MAX_BLOCK");
   veneer::reload_config();
   {
     Column probe(4, 16, 32);
+    EXPECT_TRUE(always_passes(probe.type));
     EXPECT_EQ(unsettled(), base);
   }
   EXPECT_EQ(unsettled(), base);
 }
 
 // A strided type whose sends a switch leaves to the library (VENEER_DISABLE=1
-// or VENEER_P2P=0: CMake runs this binary once with VENEER_DISABLE=1) is in
-// this thread's front after its first call, with a rule that passes every
-// later call on the quick path. (The full path once returned before the
+// or VENEER_P2P=0: CMake runs this binary once with VENEER_DISABLE=1) is not
+// counted, so its calls pass without a lookup; where device memory may be
+// present, it is in this thread's front after its first call, with a rule
+// that passes every later call on the quick path. (The full path once returned before the
 // lookup that enters it, so every such call went the full way: a halo
 // exchange under VENEER_DISABLE=1 ran at 0.84-0.89 of the library at 1 rank.)
 TEST(P2P, ATypeASwitchPassesIsPassedQuicklyAfterItsFirstCall) {
@@ -703,6 +712,13 @@ TEST(P2P, ATypeASwitchPassesIsPassedQuicklyAfterItsFirstCall) {
     ASSERT_EQ(MPI_Isend(in.data(), 1, column.type, me, 3, MPI_COMM_WORLD, &r[1]), MPI_SUCCESS);
     ASSERT_EQ(MPI_Waitall(2, r, MPI_STATUSES_IGNORE), MPI_SUCCESS);
     EXPECT_EQ(out, want) << "round " << round;
+  }
+  // No type is counted while sends are off: every call passes without a
+  // lookup, unless device memory may be here; then by the type's front entry.
+  if (lean_open()) {
+    EXPECT_TRUE(veneer::p2p_leanly_passes(1 << 30, true));
+    EXPECT_TRUE(veneer::p2p_leanly_passes(1 << 30, false));
+    return;
   }
   const veneer::datatypes::detail::Front* entry =
       veneer::datatypes::front_entry(veneer::datatypes::detail::t_front, column.type);
