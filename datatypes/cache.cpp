@@ -261,7 +261,7 @@ void cache_finalize() {
 namespace {
 // Counts the derived types again under the rules of now, after the
 // configuration changed (g_types_unsettled at or above kTypesRecount). Types
-// not decoded since count until they are.
+// not decoded (not used yet, or evicted) count by their size.
 void recount(Cache& c) {
   bool (*open)() = g_settle_open.load(std::memory_order_acquire);
   const bool counted_one_by_one = !open || !open();
@@ -302,9 +302,9 @@ void note_committed(MPI_Datatype type) {
   }
   // The attribute's delete callback removes the entry when the type is freed.
   if (PMPI_Type_set_attr(type, keyval, nullptr) != MPI_SUCCESS) return;
-  // Counted by its size until it is first used (decoding it here cost a
-  // commit and free 2 us over the library's 0.2): a type that only a file
-  // view uses then holds no send or receive of fewer bytes than the
+  // Counted by its size until it is first used (decoding it here would cost
+  // a commit and free 2-3 us over the library's 0.1-0.5): a type that only a
+  // file view uses then holds no send or receive of fewer bytes than the
   // smallest message taken over off the lean path.
   MPI_Count size = -1;
   if (PMPI_Type_size_x(type, &size) != MPI_SUCCESS) size = -1;
