@@ -295,6 +295,18 @@ int main(int argc, char** argv) {
                           (v ? MPI_Reduce : PMPI_Reduce)(&one, &sum, 1, MPI_INT, MPI_SUM, root, MPI_COMM_WORLD);
                         },
                         [] {}});
+  // An all-to-all of 4 doubles per peer (a transpose's or a particle code's
+  // small exchange), contiguous: the library's whatever its counts.
+  std::vector<double> a2a_out(size_t{4} * static_cast<size_t>(g_size), 1.0), a2a_in(a2a_out.size());
+  std::vector<int> a2a_counts(static_cast<size_t>(g_size), 4), a2a_displs(static_cast<size_t>(g_size));
+  for (int i = 0; i < g_size; ++i) a2a_displs[static_cast<size_t>(i)] = 4 * i;
+  collective.push_back({"alltoallv 4 doubles a peer", false,
+                        [&](bool v) {
+                          (v ? MPI_Alltoallv : PMPI_Alltoallv)(a2a_out.data(), a2a_counts.data(), a2a_displs.data(),
+                                                               MPI_DOUBLE, a2a_in.data(), a2a_counts.data(),
+                                                               a2a_displs.data(), MPI_DOUBLE, MPI_COMM_WORLD);
+                        },
+                        [] {}});
   // Last: where a decision above depends on whether a barrier came before
   // the call, Veneer's MPI_Barrier notes each barrier on the communicator.
   collective.push_back({"barrier", false, [&](bool v) { (v ? MPI_Barrier : PMPI_Barrier)(MPI_COMM_WORLD); }, [] {}});
