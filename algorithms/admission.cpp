@@ -146,8 +146,9 @@ Shape shape_of(Collective c, int64_t bytes, const Hierarchy& h) {
   return s;
 }
 
-bool rememberable(const Call& c) {
-  if (c.collective == Collective::reduce_scatter) return false;
+namespace {
+// rememberable() but for reduce_scatter's counts.
+bool handles_rememberable(const Call& c) {
   if (is_reduction(c.collective) && !predefined_op_accepts(c.op, TypeClass::none)) return false;
   // A derived type only while its free will be seen (datatypes::watched):
   // every free forgets all decisions, as its handle may be reused.
@@ -157,6 +158,23 @@ bool rememberable(const Call& c) {
     if (!combiner) return false;
     if (*combiner != MPI_COMBINER_NAMED && !datatypes::watched(t)) return false;
   }
+  return true;
+}
+}  // namespace
+
+bool rememberable(const Call& c) { return c.collective != Collective::reduce_scatter && handles_rememberable(c); }
+
+bool key_scatter_total(const Call& c, MPI_Comm comm, DecisionKey& key) {
+  if (c.collective != Collective::reduce_scatter || !c.rcounts || !handles_rememberable(c)) return false;
+  int p = 0;
+  if (PMPI_Comm_size(comm, &p) != MPI_SUCCESS || p <= 0) return false;
+  int64_t total = 0;
+  for (int i = 0; i < p; ++i) {
+    if (c.rcounts[i] < 0) return false;
+    total += c.rcounts[i];
+  }
+  if (total > INT_MAX) return false;
+  key.count = static_cast<int>(total);
   return true;
 }
 

@@ -11,6 +11,7 @@
 
 #include "algorithms/algorithm.h"
 #include "algorithms/collectives.h"
+#include "algorithms/decisions.h"
 
 namespace veneer::algorithms {
 
@@ -27,5 +28,10 @@ void place(Shape& s, const Hierarchy& h);
 // cannot change meaning unnoticed, and reduce_scatter's counts array is not
 // part of the key.
 bool rememberable(const Call& c);
+// For Reduce_scatter, whose shape depends on its counts only through their
+// total (admit): whether a decision about `c` on comm may be remembered
+// under `key` with the total as its count (every count valid, the total an
+// int, the handles as rememberable() asks); sets key.count.
+bool key_scatter_total(const Call& c, MPI_Comm comm, DecisionKey& key);
 
 }  // namespace veneer::algorithms

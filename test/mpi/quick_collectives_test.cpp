@@ -120,6 +120,41 @@ TEST(QuickCollectives, RotatingRootsAndInPlaceGiveTheLibrarysResults) {
   if (all_library() || p == 1) EXPECT_GT(checked, 0);
 }
 
+// Reduce_scatter is remembered by the total of its counts (its shape depends
+// on nothing else of them): calls whose counts differ but add up to the same
+// total share one decision, and each gives the library's result.
+TEST(QuickCollectives, ReduceScatterIsRememberedByTheTotalOfItsCounts) {
+  const int me = rank_of(), p = size_of();
+  const veneer::Config& c = veneer::config();
+  for (int round = 0; round < 3; ++round) {
+    for (int shift = 0; shift < p; ++shift) {
+      std::vector<int> counts(static_cast<size_t>(p));
+      for (int i = 0; i < p; ++i) counts[static_cast<size_t>(i)] = 2 + (i + shift) % p;  // the same total
+      const int total = std::accumulate(counts.begin(), counts.end(), 0);
+      std::vector<double> in(static_cast<size_t>(total));
+      for (int i = 0; i < total; ++i) in[static_cast<size_t>(i)] = 1.0 + i + 100.0 * me + round;
+      const auto mine = static_cast<size_t>(counts[static_cast<size_t>(me)]);
+      std::vector<double> out(mine, -1.0), want(mine, -2.0);
+      ASSERT_EQ(MPI_Reduce_scatter(in.data(), out.data(), counts.data(), MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD),
+                MPI_SUCCESS);
+      ASSERT_EQ(PMPI_Reduce_scatter(in.data(), want.data(), counts.data(), MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD),
+                MPI_SUCCESS);
+      EXPECT_EQ(out, want) << "round " << round << ", shift " << shift;
+      if (!veneer::takes_collective(c) || !c.collectives) continue;  // the library's without a decision
+      const alg::Call call{.collective = alg::Collective::reduce_scatter,
+                           .sbuf = in.data(),
+                           .rbuf = out.data(),
+                           .type = MPI_DOUBLE,
+                           .rcounts = counts.data(),
+                           .op = MPI_SUM};
+      alg::DecisionKey key = alg::decision_key(call, MPI_COMM_WORLD);
+      key.count = total;
+      const alg::Remembered* d = alg::recall_decision(key);  // (no trials for Reduce_scatter: never on trial)
+      EXPECT_NE(d, nullptr) << "round " << round << ", shift " << shift << ": not remembered by its total";
+    }
+  }
+}
+
 TEST(QuickCollectives, AForgottenDecisionIsDecidedAgainAndMarkedAgain) {
   if (!all_library() || !quick_path_open()) GTEST_SKIP() << "checked with every call left to the library";
   const alg::Call call{.collective = alg::Collective::bcast, .count = 16, .type = MPI_BYTE, .root = 0};
