@@ -287,6 +287,12 @@ void recount(Cache& c) {
     publish(kind);
   }
 }
+// Counts again if the configuration moved since the last count.
+void recount_if_moved(Cache& c) {
+  if (g_types_unsettled[0].load(std::memory_order_acquire) >= kTypesRecount ||
+      g_types_unsettled[1].load(std::memory_order_acquire) >= kTypesRecount) [[unlikely]]
+    recount(c);
+}
 }  // namespace
 
 void note_committed(MPI_Datatype type) {
@@ -308,9 +314,7 @@ void note_committed(MPI_Datatype type) {
   // smallest message taken over off the lean path.
   MPI_Count size = -1;
   if (PMPI_Type_size_x(type, &size) != MPI_SUCCESS) size = -1;
-  if (g_types_unsettled[0].load(std::memory_order_acquire) >= kTypesRecount ||
-      g_types_unsettled[1].load(std::memory_order_acquire) >= kTypesRecount) [[unlikely]]
-    recount(c);
+  recount_if_moved(c);
   std::unique_lock lock(c.mutex);
   Entry counted;
   counted.derived = true;
@@ -329,9 +333,7 @@ std::shared_ptr<const Layout> lookup(MPI_Datatype type) {
     return detail::layout_of(f);
   }
   c.misses.fetch_add(1, std::memory_order_relaxed);
-  if (g_types_unsettled[0].load(std::memory_order_acquire) >= kTypesRecount ||
-      g_types_unsettled[1].load(std::memory_order_acquire) >= kTypesRecount) [[unlikely]]
-    recount(c);
+  recount_if_moved(c);
   bool known = false;
   {
     std::shared_lock lock(c.mutex);

@@ -181,18 +181,18 @@ int32_t count_below(int64_t bytes, int64_t size) {
 }
 }  // namespace
 
-int32_t type_passes_below(const datatypes::Layout* layout, bool nonblocking) {
-  const Config& c = config();
-  if (!takes_send(c) || !uses_packers(c) || !layout || layout->contiguous || layout->size <= 0 ||
-      layout->mean_block() > (nonblocking ? c.p2p_nonblocking_max_block : c.p2p_max_block))
-    return datatypes::detail::kAlwaysPasses;
-  return count_below(nonblocking ? c.p2p_nonblocking_min_bytes : c.p2p_min_bytes, layout->size);
-}
-
 int32_t size_passes_below(int64_t size, bool nonblocking) {
   const Config& c = config();
   if (!takes_send(c) || !uses_packers(c) || size <= 0) return datatypes::detail::kAlwaysPasses;
   return count_below(nonblocking ? c.p2p_nonblocking_min_bytes : c.p2p_min_bytes, size);
+}
+
+int32_t type_passes_below(const datatypes::Layout* layout, bool nonblocking) {
+  const Config& c = config();
+  if (!layout || layout->contiguous || layout->size <= 0 ||
+      layout->mean_block() > (nonblocking ? c.p2p_nonblocking_max_block : c.p2p_max_block))
+    return datatypes::detail::kAlwaysPasses;
+  return size_passes_below(layout->size, nonblocking);  // the switches, and the smallest message taken over
 }
 
 void fill_pass_rule(const datatypes::Layout* layout, datatypes::detail::Front& entry) {
