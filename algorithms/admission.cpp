@@ -164,17 +164,23 @@ bool handles_rememberable(const Call& c) {
 
 bool rememberable(const Call& c) { return c.collective != Collective::reduce_scatter && handles_rememberable(c); }
 
-bool key_scatter_total(const Call& c, MPI_Comm comm, DecisionKey& key) {
-  if (c.collective != Collective::reduce_scatter || !c.rcounts || !handles_rememberable(c)) return false;
+std::optional<int> scatter_total(const int* rcounts, MPI_Comm comm) {
   int p = 0;
-  if (PMPI_Comm_size(comm, &p) != MPI_SUCCESS || p <= 0) return false;
+  if (!rcounts || comm == MPI_COMM_NULL || PMPI_Comm_size(comm, &p) != MPI_SUCCESS || p <= 0) return std::nullopt;
   int64_t total = 0;
   for (int i = 0; i < p; ++i) {
-    if (c.rcounts[i] < 0) return false;
-    total += c.rcounts[i];
+    if (rcounts[i] < 0) return std::nullopt;
+    total += rcounts[i];
   }
-  if (total > INT_MAX) return false;
-  key.count = static_cast<int>(total);
+  if (total > INT_MAX) return std::nullopt;
+  return static_cast<int>(total);
+}
+
+bool key_scatter_total(const Call& c, MPI_Comm comm, DecisionKey& key) {
+  if (c.collective != Collective::reduce_scatter || !handles_rememberable(c)) return false;
+  const std::optional<int> total = scatter_total(c.rcounts, comm);
+  if (!total) return false;
+  key.count = *total;
   return true;
 }
 

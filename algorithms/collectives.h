@@ -106,6 +106,12 @@ inline DecisionKey decision_key(const Call& c, MPI_Comm comm) {
           .in_place = c.sbuf == MPI_IN_PLACE};
 }
 
+// Reduce_scatter's counts summed over comm's ranks: what its decisions are
+// remembered by (their count), as its shape depends on the counts only
+// through their total. Nullopt where a count is negative, the total is
+// beyond an int, or comm is null or cannot be asked.
+std::optional<int> scatter_total(const int* rcounts, MPI_Comm comm);
+
 // Runs `algorithm` (or "library": PMPI on h.parent) for `call` on hierarchy h,
 // bypassing the selection; nullopt (with why_not) when it is unknown, not
 // eligible, or Veneer would not take such a call at all.

@@ -307,6 +307,31 @@ int main(int argc, char** argv) {
                                                                a2a_displs.data(), MPI_DOUBLE, MPI_COMM_WORLD);
                         },
                         [] {}});
+  // Alltoallw with a type per peer (here MPI_DOUBLE for all of them, byte displacements).
+  std::vector<int> a2a_bytes(static_cast<size_t>(g_size));
+  std::vector<MPI_Datatype> a2a_types(static_cast<size_t>(g_size), MPI_DOUBLE);
+  for (int i = 0; i < g_size; ++i) a2a_bytes[static_cast<size_t>(i)] = 32 * i;
+  collective.push_back({"alltoallw 4 doubles a peer", false,
+                        [&](bool v) {
+                          (v ? MPI_Alltoallw : PMPI_Alltoallw)(a2a_out.data(), a2a_counts.data(), a2a_bytes.data(),
+                                                               a2a_types.data(), a2a_in.data(), a2a_counts.data(),
+                                                               a2a_bytes.data(), a2a_types.data(), MPI_COMM_WORLD);
+                        },
+                        [] {}});
+  // Reduce_scatter with a count per rank (a sparse solver's or an FFT's
+  // reduction of partial sums), and its block form.
+  collective.push_back({"reduce_scatter 4 doubles a rank", false,
+                        [&](bool v) {
+                          (v ? MPI_Reduce_scatter : PMPI_Reduce_scatter)(
+                              a2a_out.data(), a2a_in.data(), a2a_counts.data(), MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+                        },
+                        [] {}});
+  collective.push_back({"reduce_scatter_block 4 doubles", false,
+                        [&](bool v) {
+                          (v ? MPI_Reduce_scatter_block : PMPI_Reduce_scatter_block)(
+                              a2a_out.data(), a2a_in.data(), 4, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+                        },
+                        [] {}});
   // Last: where a decision above depends on whether a barrier came before
   // the call, Veneer's MPI_Barrier notes each barrier on the communicator.
   collective.push_back({"barrier", false, [&](bool v) { (v ? MPI_Barrier : PMPI_Barrier)(MPI_COMM_WORLD); }, [] {}});
