@@ -164,6 +164,13 @@ bool handles_rememberable(const Call& c) {
 
 bool rememberable(const Call& c) { return c.collective != Collective::reduce_scatter && handles_rememberable(c); }
 
+bool user_op_call(const Call& c) {
+  if (!is_reduction(c.collective) || c.op == MPI_OP_NULL || predefined_op_accepts(c.op, TypeClass::none)) return false;
+  Call predefined = c;
+  predefined.op = MPI_SUM;
+  return handles_rememberable(predefined);
+}
+
 std::optional<int> scatter_total(const int* rcounts, MPI_Comm comm) {
   int p = 0;
   if (!rcounts || comm == MPI_COMM_NULL || PMPI_Comm_size(comm, &p) != MPI_SUCCESS || p <= 0) return std::nullopt;
@@ -177,7 +184,7 @@ std::optional<int> scatter_total(const int* rcounts, MPI_Comm comm) {
 }
 
 bool key_scatter_total(const Call& c, MPI_Comm comm, DecisionKey& key) {
-  if (c.collective != Collective::reduce_scatter || !handles_rememberable(c)) return false;
+  if (c.collective != Collective::reduce_scatter || !(handles_rememberable(c) || user_op_call(c))) return false;
   const std::optional<int> total = scatter_total(c.rcounts, comm);
   if (!total) return false;
   key.count = *total;

@@ -28,10 +28,15 @@ void place(Shape& s, const Hierarchy& h);
 // cannot change meaning unnoticed, and reduce_scatter's counts array is not
 // part of the key.
 bool rememberable(const Call& c);
+// Whether `c` is a reduction with a user-defined op and its other handles
+// are as rememberable() asks: its decision may be remembered only where any
+// user-defined op would get the same (algorithms/collectives.cpp), as the
+// op's handle may be freed and made again for another op unseen.
+bool user_op_call(const Call& c);
 // For Reduce_scatter, whose shape depends on its counts only through their
 // total (admit): whether a decision about `c` on comm may be remembered
 // under `key` with the total as its count (every count valid, the total an
-// int, the handles as rememberable() asks); sets key.count.
+// int, the handles as rememberable() or user_op_call() asks); sets key.count.
 bool key_scatter_total(const Call& c, MPI_Comm comm, DecisionKey& key);
 
 }  // namespace veneer::algorithms

@@ -57,12 +57,15 @@ bool thin_lead(const Choice& c) {
 // Decides about a call not decided before: the library (algorithm null) or
 // one of Veneer's algorithms on the communicator's hierarchy; for bcast and
 // reduce, once for a root that stays and once for one that moved.
-Remembered decide(const Call& c, MPI_Comm comm) {
+// `commutative`: what the decision would be were the call's user-defined op
+// commutative or not (a probe: not counted in the report).
+Remembered decide(const Call& c, MPI_Comm comm, std::optional<bool> commutative = std::nullopt) {
   int inter = 0, p = 0;
   if (PMPI_Comm_test_inter(comm, &inter) != MPI_SUCCESS || inter) return {};
   if (PMPI_Comm_size(comm, &p) != MPI_SUCCESS || p < 2) return {};
   auto s = admit(c, p);
   if (!s || s->bytes == 0) return {};
+  if (commutative) s->commutative = *commutative;
   auto rules = current_tuning();
   // A rule that sends this size to the library spares building the hierarchy.
   const Rule* rule = rules->rule_for(c.collective, s->bytes);
@@ -84,7 +87,7 @@ Remembered decide(const Call& c, MPI_Comm comm) {
   // head is tried also where the first takes the pattern.
   uint8_t next = 0;
   auto decide_for = [&](const Shape& shape, const char* pattern) {
-    const Choice choice = *pattern ? choose_variant(shape, *rules, *m) : choose(shape, *rules, *m);
+    const Choice choice = *pattern || commutative ? choose_variant(shape, *rules, *m) : choose(shape, *rules, *m);
     if (config().log_level >= LogLevel::debug)
       log(LogLevel::debug, "%s%s: %s: %s", describe(shape).c_str(), pattern,
           std::string(choice.algorithm ? choice.algorithm->name : "library").c_str(), reason(choice, shape).c_str());
@@ -137,6 +140,21 @@ Remembered decide(const Call& c, MPI_Comm comm) {
   return out;
 }
 
+// The library, with nothing on trial and nothing that varies with the
+// call's pattern.
+bool plainly_library(const Remembered& r) { return !r.algorithm && !r.varies && !r.on_trial; }
+
+// Whether `fresh`, the decision about a call with a user-defined op, is what
+// any user-defined op would get: the library, whether the op is commutative
+// or not (an op's shape holds nothing else of it). Only such a decision is
+// remembered under the op's handle, which may be freed and come back as
+// another op unseen (a decision that depended on the op could then differ
+// between ranks that remembered it and ranks that decided afresh). Deciding
+// every such call afresh cost 35-50 ns over the library at 1 rank (Open MPI).
+bool library_for_any_user_op(const Call& c, MPI_Comm comm, const Remembered& fresh) {
+  return plainly_library(fresh) && plainly_library(decide(c, comm, true)) && plainly_library(decide(c, comm, false));
+}
+
 std::optional<int> take(const Call& c, MPI_Comm comm) {
   if (!config().collectives || comm == MPI_COMM_NULL) {
     count_call(c.collective, nullptr);
@@ -151,8 +169,10 @@ std::optional<int> take(const Call& c, MPI_Comm comm) {
   Remembered fresh;
   if (!known) {
     fresh = decide(c, comm);
-    if ((rememberable(c) || (by_total && fresh.on_trial == 0)) && watch_communicator(comm))
-      remember_decision(key, fresh);
+    if (user_op_call(c)
+            ? (c.collective != Collective::reduce_scatter || by_total) && library_for_any_user_op(c, comm, fresh)
+            : rememberable(c) || (by_total && fresh.on_trial == 0))
+      if (watch_communicator(comm)) remember_decision(key, fresh);
     known = &fresh;
   }
   const uint8_t condition = known->condition(c.root);

@@ -276,6 +276,16 @@ int main(int argc, char** argv) {
                           (v ? MPI_Allreduce : PMPI_Allreduce)(MPI_IN_PLACE, &sum, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
                         },
                         [] {}});
+  // A user-defined op (a sum of ints here), as codes that reduce their own types or combine results their own way make.
+  MPI_Op int_sum = MPI_OP_NULL;
+  MPI_Op_create(
+      [](void* in, void* inout, int* n, MPI_Datatype*) {
+        for (int i = 0; i < *n; ++i) static_cast<int*>(inout)[i] += static_cast<const int*>(in)[i];
+      },
+      1, &int_sum);
+  collective.push_back(
+      {"allreduce 4 B user op", false,
+       [&](bool v) { (v ? MPI_Allreduce : PMPI_Allreduce)(&one, &sum, 1, MPI_INT, int_sum, MPI_COMM_WORLD); }, [] {}});
   collective.push_back({"bcast 8 B root 0", false,
                         [&](bool v) { (v ? MPI_Bcast : PMPI_Bcast)(small, 8, MPI_BYTE, 0, MPI_COMM_WORLD); }, [] {}});
   collective.push_back({"bcast 8 B rotating root", false,
@@ -400,6 +410,7 @@ int main(int argc, char** argv) {
   MPI_Type_free(&edge_80);
   MPI_Type_free(&column);
   MPI_Type_free(&two_ints);
+  MPI_Op_free(&int_sum);
   MPI_Finalize();
   return 0;
 }

@@ -6,7 +6,6 @@
 
 #include <mpi.h>
 
-#include <array>
 #include <climits>
 #include <cstdint>
 #include <optional>
@@ -15,10 +14,10 @@
 #include "datatypes/cache.h"
 #include "interposer/device.h"
 #include "interposer/forward.h"
+#include "interposer/noted_comms.h"
 #include "interposer/switchboard.h"
 #include "support/config.h"
 #include "support/counters.h"
-#include "support/handle.h"
 
 using namespace veneer;
 namespace alg = veneer::algorithms;
@@ -163,41 +162,6 @@ std::optional<int> staged_scatter(const void* sbuf, void* rbuf, int64_t total, i
   return staged_reduction(sbuf, total, rbuf, in_place ? total : mine, type, in_place, call);
 }
 
-// The sizes of the communicators this thread's Reduce_scatter calls went to
-// the quick path on, so that the quick path sums the counts without asking
-// the library (4 ns). Each is valid in the epoch it was noted in, and noted
-// only for a communicator whose decisions are remembered: a watched one
-// (algorithms::watch_communicator), whose free moves the epoch, so a freed
-// handle reused for a smaller communicator is never summed past its counts.
-struct CommSizes {
-  struct Entry {
-    uint64_t comm = 0, epoch = 0;  // epochs start at 1: an empty entry never holds
-    int size = 0;
-  };
-  std::array<Entry, 4> entries{};
-  unsigned next = 0;
-};
-thread_local constinit CommSizes t_comm_sizes [[gnu::tls_model("initial-exec")]];
-
-// comm's noted size, or 0.
-[[gnu::always_inline]] inline int noted_comm_size(MPI_Comm comm) {
-  const uint64_t key = handle_key(comm), epoch = g_cache_epoch.load(std::memory_order_acquire);
-  for (const CommSizes::Entry& e : t_comm_sizes.entries)
-    if (e.comm == key && e.epoch == epoch) return e.size;
-  return 0;
-}
-
-int comm_size(MPI_Comm comm);
-
-// Notes comm's size in the current epoch (over the oldest entry).
-void note_comm_size(MPI_Comm comm) {
-  const uint64_t key = handle_key(comm), epoch = g_cache_epoch.load(std::memory_order_acquire);
-  const int p = comm_size(comm);
-  if (p <= 0 || noted_comm_size(comm) == p) return;
-  CommSizes& s = t_comm_sizes;
-  s.entries[s.next++ % s.entries.size()] = {.comm = key, .epoch = epoch, .size = p};
-}
-
 int comm_size(MPI_Comm comm) {
   int p = 0;
   if (PMPI_Comm_size(comm, &p) != MPI_SUCCESS) return 0;
@@ -291,7 +255,8 @@ bool intercomm(MPI_Comm comm) {
       [&] { return next::Reduce_scatter(sbuf, rbuf, rcounts, type, op, comm); });
   // Marked for the quick path: the decision is remembered, so the
   // communicator is watched and its size may be kept.
-  if (total && alg::recall_marked(alg::decision_key(call, comm)).quick) note_comm_size(comm);
+  if (total && alg::recall_marked(alg::decision_key(call, comm)).quick)
+    if (const int p = comm_size(comm); p > 0) note(comm, CommFact::size, p, p);
   return rc;
 }
 
@@ -404,7 +369,7 @@ extern "C" int MPI_Reduce_scatter(const void* sbuf, void* rbuf, const int rcount
   // communicator's noted size and looks the total up (deciding every call
   // afresh cost 50 ns over the library at 1 rank, Open MPI; asking the
   // library for the size, 4 ns more).
-  if (const int p = noted_comm_size(comm); p > 0 && rcounts) [[likely]] {
+  if (int p = 0, unused = 0; rcounts && noted(comm, CommFact::size, p, unused)) [[likely]] {
     int64_t total = 0;
     bool valid = true;
     for (int i = 0; i < p; ++i) {

@@ -192,6 +192,130 @@ TEST(QuickCollectives, ReduceScatterOnCommunicatorsMadeAgainWithOtherSizes) {
   }
 }
 
+// User-defined ops: a commutative sum, and a non-commutative op (the left
+// operand: the result is rank 0's vector). A decision about a call with one
+// is remembered only where any user-defined op gets the library, so an op
+// freed and made again (often under the same handle) as the other kind
+// gets the library's result; where remembered, the quick path answers it.
+void add_longs(void* in, void* inout, int* n, MPI_Datatype*) {
+  for (int i = 0; i < *n; ++i) static_cast<long*>(inout)[i] += static_cast<const long*>(in)[i];
+}
+void left_operand(void* in, void* inout, int* n, MPI_Datatype*) {
+  std::memcpy(inout, in, static_cast<size_t>(*n) * sizeof(long));
+}
+
+TEST(QuickCollectives, UserOpsFreedAndMadeAgainGiveTheLibrarysResults) {
+  const int me = rank_of(), p = size_of();
+  constexpr int kLongs = 3;
+  int checked = 0;
+  for (int round = 0; round < 6; ++round) {
+    const bool commutative = round % 2 == 0;
+    MPI_Op op = MPI_OP_NULL;
+    ASSERT_EQ(MPI_Op_create(commutative ? add_longs : left_operand, commutative ? 1 : 0, &op), MPI_SUCCESS);
+    const std::vector<int> counts(static_cast<size_t>(p), kLongs);
+    for (int call = 0; call < 3; ++call) {
+      std::vector<long> in(static_cast<size_t>(kLongs * p));
+      std::iota(in.begin(), in.end(), 1000L * me + 10L * round + call);
+      std::vector<long> out(kLongs, -1), want(kLongs, -2);
+      ASSERT_EQ(MPI_Allreduce(in.data(), out.data(), kLongs, MPI_LONG, op, MPI_COMM_WORLD), MPI_SUCCESS);
+      ASSERT_EQ(PMPI_Allreduce(in.data(), want.data(), kLongs, MPI_LONG, op, MPI_COMM_WORLD), MPI_SUCCESS);
+      EXPECT_EQ(out, want) << "allreduce, round " << round << ", call " << call;
+      const int root = call % p;
+      out.assign(kLongs, -1);
+      want.assign(kLongs, -2);
+      ASSERT_EQ(MPI_Reduce(in.data(), out.data(), kLongs, MPI_LONG, op, root, MPI_COMM_WORLD), MPI_SUCCESS);
+      ASSERT_EQ(PMPI_Reduce(in.data(), want.data(), kLongs, MPI_LONG, op, root, MPI_COMM_WORLD), MPI_SUCCESS);
+      if (me == root) EXPECT_EQ(out, want) << "reduce to " << root << ", round " << round << ", call " << call;
+      out.assign(kLongs, -1);
+      want.assign(kLongs, -2);
+      ASSERT_EQ(MPI_Reduce_scatter(in.data(), out.data(), counts.data(), MPI_LONG, op, MPI_COMM_WORLD), MPI_SUCCESS);
+      ASSERT_EQ(PMPI_Reduce_scatter(in.data(), want.data(), counts.data(), MPI_LONG, op, MPI_COMM_WORLD), MPI_SUCCESS);
+      EXPECT_EQ(out, want) << "reduce_scatter, round " << round << ", call " << call;
+      if (call == 0 || !quick_path_open()) continue;
+      const alg::Call allreduce{
+          .collective = alg::Collective::allreduce, .sbuf = in.data(), .count = kLongs, .type = MPI_LONG, .op = op};
+      checked += expect_quick(allreduce, "allreduce with a user op", round);
+      checked += expect_quick({.collective = alg::Collective::reduce_scatter,
+                               .sbuf = in.data(),
+                               .count = kLongs * p,
+                               .type = MPI_LONG,
+                               .op = op},
+                              "reduce_scatter with a user op", round);
+    }
+    ASSERT_EQ(MPI_Op_free(&op), MPI_SUCCESS);
+  }
+  // On one rank every call is the library's for any op: remembered and marked.
+  if (quick_path_open() && (all_library() || p == 1)) EXPECT_GT(checked, 0);
+}
+
+// Alltoallw and Neighbor_alltoallw read their arrays over the peer counts
+// noted for the communicator (interposer/noted_comms.h): on communicators
+// made again under the same handle with other sizes and other Cartesian
+// dimensions, every result is the library's, with arrays exactly as long as
+// the peers (a read past them shows under the address sanitiser), types a
+// block that are never packed and, every third round, a strided type Veneer may pack.
+TEST(QuickCollectives, AlltoallwOnCommunicatorsMadeAgainWithOtherShapes) {
+  const int me = rank_of();
+  MPI_Datatype strided = MPI_DATATYPE_NULL;
+  MPI_Type_vector(4, 1, 2, MPI_DOUBLE, &strided);
+  MPI_Type_commit(&strided);
+  constexpr int kSlot = 8;  // doubles a peer's block may span
+  for (int round = 0; round < 6; ++round) {
+    MPI_Comm sub = MPI_COMM_NULL;
+    ASSERT_EQ(MPI_Comm_split(MPI_COMM_WORLD, round % 2 ? me : 0, me, &sub), MPI_SUCCESS);
+    int n = 0;
+    MPI_Comm_size(sub, &n);
+    const MPI_Datatype type = round % 3 == 2 ? strided : MPI_DOUBLE;
+    const int count = type == strided ? 1 : 4;
+    auto check = [&](MPI_Comm comm, int peers, bool neighbours) {
+      const auto np = static_cast<size_t>(peers);
+      const auto counts = std::make_unique<int[]>(np);
+      const auto types = std::make_unique<MPI_Datatype[]>(np);
+      const auto displs = std::make_unique<int[]>(np);
+      const auto adispls = std::make_unique<MPI_Aint[]>(np);
+      for (size_t i = 0; i < np; ++i) {
+        counts[i] = count;
+        types[i] = type;
+        displs[i] = static_cast<int>(i * kSlot * sizeof(double));
+        adispls[i] = displs[i];
+      }
+      std::vector<double> in(np * kSlot);
+      std::iota(in.begin(), in.end(), 100.0 * me + round);
+      for (int call = 0; call < 3; ++call) {
+        std::vector<double> out(np * kSlot, -1.0), want(np * kSlot, -1.0);
+        if (neighbours) {
+          ASSERT_EQ(MPI_Neighbor_alltoallw(in.data(), counts.get(), adispls.get(), types.get(), out.data(),
+                                           counts.get(), adispls.get(), types.get(), comm),
+                    MPI_SUCCESS);
+          ASSERT_EQ(PMPI_Neighbor_alltoallw(in.data(), counts.get(), adispls.get(), types.get(), want.data(),
+                                            counts.get(), adispls.get(), types.get(), comm),
+                    MPI_SUCCESS);
+        } else {
+          ASSERT_EQ(MPI_Alltoallw(in.data(), counts.get(), displs.get(), types.get(), out.data(), counts.get(),
+                                  displs.get(), types.get(), comm),
+                    MPI_SUCCESS);
+          ASSERT_EQ(PMPI_Alltoallw(in.data(), counts.get(), displs.get(), types.get(), want.data(), counts.get(),
+                                   displs.get(), types.get(), comm),
+                    MPI_SUCCESS);
+        }
+        EXPECT_EQ(out, want) << (neighbours ? "neighbor_alltoallw" : "alltoallw") << ", round " << round << " ("
+                             << peers << " peers), call " << call;
+      }
+    };
+    check(sub, n, false);
+    // A periodic ring of the same ranks in one dimension, or in two (the
+    // second of extent 1): two neighbours, or four.
+    const int ndims = round % 2 ? 2 : 1;
+    int dims[2] = {n, 1}, periods[2] = {1, 1};
+    MPI_Comm cart = MPI_COMM_NULL;
+    ASSERT_EQ(MPI_Cart_create(sub, ndims, dims, periods, 0, &cart), MPI_SUCCESS);
+    check(cart, 2 * ndims, true);
+    ASSERT_EQ(MPI_Comm_free(&cart), MPI_SUCCESS);
+    ASSERT_EQ(MPI_Comm_free(&sub), MPI_SUCCESS);
+  }
+  MPI_Type_free(&strided);
+}
+
 TEST(QuickCollectives, AForgottenDecisionIsDecidedAgainAndMarkedAgain) {
   if (!all_library() || !quick_path_open()) GTEST_SKIP() << "checked with every call left to the library";
   const alg::Call call{.collective = alg::Collective::bcast, .count = 16, .type = MPI_BYTE, .root = 0};
