@@ -124,8 +124,9 @@ struct Hierarchy {
   mutable int lanes_rc_ = MPI_SUCCESS;
 };
 
-// Learns the layout of `comm` (collective over comm: one allgather on it; no
-// communicator is made). `node_key`: this rank's node, as any non-negative
+// Learns the layout of `comm` (collective over comm: one allgather on it,
+// or none where MPI_COMM_WORLD's node keys were kept and comm's ranks are
+// all MPI_COMM_WORLD's; no communicator is made). `node_key`: this rank's node, as any non-negative
 // integer shared by the ranks of one node; nullopt means the pretend nodes of
 // VENEER_RANKS_PER_NODE, or else the real ones (the ranks with the same host
 // name). Returns nullptr on an intercommunicator or MPI_COMM_NULL (*rc
@@ -133,6 +134,13 @@ struct Hierarchy {
 // the result.
 std::unique_ptr<Hierarchy> build_hierarchy(MPI_Comm comm, std::optional<int> node_key = std::nullopt,
                                            int* rc = nullptr);
+
+// build_hierarchy(MPI_COMM_WORLD) with the real nodes, keeping every rank's
+// node key, so that the communicators built after it learn their nodes from
+// those (when all their ranks are MPI_COMM_WORLD's) instead of with an
+// allgather. Only where every rank calls it before any collective call of
+// the program's: at MPI_Init (topology::learn_world_nodes).
+std::unique_ptr<Hierarchy> build_world_hierarchy_keeping_keys(int* rc = nullptr);
 
 // The cached hierarchy of `comm`, built on first call (then collective over comm).
 // Valid until comm is freed. nullptr where build_hierarchy would return it, or

@@ -92,7 +92,7 @@ std::unique_ptr<PeerLevels> build(MPI_Comm comm, const PeerLevels& world) {
 
 bool learn_world_nodes(int* rc) {
   g_world.reset();
-  std::unique_ptr<Hierarchy> h = build_hierarchy(MPI_COMM_WORLD, std::nullopt, rc);
+  std::unique_ptr<Hierarchy> h = build_world_hierarchy_keeping_keys(rc);
   if (!h) return false;
   auto world = std::make_shared<PeerLevels>();
   world->of_rank.reserve(h->node_of_rank.size());

@@ -14,8 +14,10 @@ namespace veneer::topology {
 
 // Collective over MPI_COMM_WORLD: learns which node every world rank runs on
 // (host names, or the pretend nodes of VENEER_RANKS_PER_NODE, as the
-// hierarchy does). False (and every level unknown) on an MPI error, logged
-// with its cause, its code in *rc (topology/mpi_error.h).
+// hierarchy does), and keeps the real nodes' keys for the hierarchies built
+// after it (build_world_hierarchy_keeping_keys). False (and every level
+// unknown) on an MPI error, logged with its cause, its code in *rc
+// (topology/mpi_error.h).
 bool learn_world_nodes(int* rc = nullptr);
 // Forgets the map (every level unknown again); for tests and MPI_Finalize.
 void forget_world_nodes();

@@ -6,8 +6,11 @@
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <cstdlib>
 #include <optional>
+#include <vector>
 
 #include "test/collectives/harness.h"
 #include "topology/hierarchy.h"
@@ -173,6 +176,35 @@ TEST(Topology, RealNodesOnOneMachine) {
   ASSERT_TRUE(h);
   EXPECT_FALSE(h->pretend);
   expect_hierarchy(*h, std::vector<int>(static_cast<size_t>(world_size()), 0));
+}
+
+// Communicators made after MPI_Init learn their nodes from the keys every
+// rank of MPI_COMM_WORLD gave then, without an allgather: a duplicate, a
+// split in reverse order and an odd/even split get the nodes of their
+// ranks' host names, gathered here by hand.
+TEST(Topology, LaterCommunicatorsLearnTheirNodesFromTheWorldsKeys) {
+  const int rank = world_rank(), p = world_size();
+  for (int kind = 0; kind < 3; ++kind) {
+    MPI_Comm comm = MPI_COMM_NULL;
+    if (kind == 0) PMPI_Comm_dup(MPI_COMM_WORLD, &comm);
+    if (kind == 1) PMPI_Comm_split(MPI_COMM_WORLD, 0, p - rank, &comm);
+    if (kind == 2) PMPI_Comm_split(MPI_COMM_WORLD, rank % 2, rank, &comm);
+    int n = 0;
+    PMPI_Comm_size(comm, &n);
+    const int64_t mine = topology::host_key();
+    std::vector<int64_t> keys(static_cast<size_t>(n));
+    ASSERT_EQ(PMPI_Allgather(&mine, 1, MPI_INT64_T, keys.data(), 1, MPI_INT64_T, comm), MPI_SUCCESS);
+    std::vector<int> nodes(static_cast<size_t>(n));
+    for (size_t r = 0; r < keys.size(); ++r)
+      nodes[r] = static_cast<int>(std::find(keys.begin(), keys.end(), keys[r]) - keys.begin());
+    {
+      auto h = topology::build_hierarchy(comm);
+      ASSERT_TRUE(h) << "communicator " << kind;
+      EXPECT_FALSE(h->pretend);
+      expect_hierarchy(*h, nodes, comm);
+    }
+    PMPI_Comm_free(&comm);
+  }
 }
 
 TEST(Topology, InterleavedNodesAreNotConsecutive) {
