@@ -342,6 +342,17 @@ int main(int argc, char** argv) {
                               a2a_out.data(), a2a_in.data(), 4, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
                         },
                         [] {}});
+  // A communicator made, used once and freed (codes that duplicate or split
+  // one per solve or per file): the first collective on it is decided, and
+  // its nodes learnt, afresh. The duplicate and the free are the library's either way.
+  collective.push_back({"comm dup + allreduce 4 B + free", false,
+                        [&](bool v) {
+                          MPI_Comm fresh = MPI_COMM_NULL;
+                          MPI_Comm_dup(MPI_COMM_WORLD, &fresh);
+                          (v ? MPI_Allreduce : PMPI_Allreduce)(&one, &sum, 1, MPI_INT, MPI_SUM, fresh);
+                          MPI_Comm_free(&fresh);
+                        },
+                        [] {}});
   // Last: where a decision above depends on whether a barrier came before
   // the call, Veneer's MPI_Barrier notes each barrier on the communicator.
   collective.push_back({"barrier", false, [&](bool v) { (v ? MPI_Barrier : PMPI_Barrier)(MPI_COMM_WORLD); }, [] {}});
