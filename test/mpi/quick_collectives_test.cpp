@@ -197,10 +197,10 @@ TEST(QuickCollectives, ReduceScatterOnCommunicatorsMadeAgainWithOtherSizes) {
 // is remembered only where any user-defined op gets the library, so an op
 // freed and made again (often under the same handle) as the other kind
 // gets the library's result; where remembered, the quick path answers it.
-void add_longs(void* in, void* inout, int* n, MPI_Datatype*) {
+void add_longs(void* in, void* inout, int* n, MPI_Datatype* /*type*/) {
   for (int i = 0; i < *n; ++i) static_cast<long*>(inout)[i] += static_cast<const long*>(in)[i];
 }
-void left_operand(void* in, void* inout, int* n, MPI_Datatype*) {
+void left_operand(void* in, void* inout, int* n, MPI_Datatype* /*type*/) {
   std::memcpy(inout, in, static_cast<size_t>(*n) * sizeof(long));
 }
 
