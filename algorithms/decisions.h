@@ -10,8 +10,8 @@
 // Handles can be reused once freed, so only keys whose handles cannot change
 // meaning unnoticed are remembered: predefined types and ops, and
 // communicators Veneer watches (an attribute whose delete callback forgets
-// every decision when the communicator is freed). Ranks therefore agree
-// whether or not a decision came from the cache.
+// the decisions about the communicator when it is freed). Ranks therefore
+// agree whether or not a decision came from the cache.
 #include <mpi.h>
 
 #include <array>
@@ -329,9 +329,19 @@ void answer_quickly(const DecisionKey& key, Allowed allowed) {
 void remember_decision(const DecisionKey& key, const Remembered& d);
 // Forgets every decision of every thread (rules, model or profile changed).
 void forget_decisions();
-// Makes sure every decision is forgotten when `comm` is freed. False if that
+// Makes sure every decision about `comm` is forgotten when it is freed: its
+// entries alone while the thread that frees it is the only one holding
+// state about communicators (hold_communicator_state), else every
+// decision (forget_decisions). False if that
 // cannot be arranged: decisions about comm must then not be remembered.
 bool watch_communicator(MPI_Comm comm);
+// Counts this thread, once, among those that hold state keyed by a
+// communicator's handle (a decision table; the interposer's noted sizes).
+void hold_communicator_state();
+// This thread's other state about a communicator being freed, cleared where
+// its free forgets that communicator alone (the interposer's noted sizes).
+using CommFreedHook = void (*)(MPI_Comm);
+void set_comm_freed_hook(CommFreedHook hook);
 // Frees the keyval (at MPI_Finalize); decisions are forgotten.
 void decisions_finalize();
 

@@ -637,7 +637,7 @@ template <class Disp>
       rs{c.nr, recvcounts, recvtypes, c.nr};
   if (host_call_passes(c, (neighborhood ? 6 : 4) + (in_place ? 1 : 0), ss, rs, stype, rtype)) {
     // Its peer counts for the quick check (alltoallw_common), once the
-    // communicator is watched (its free moves the epoch).
+    // communicator is watched (its free forgets them).
     const CommFact fact = neighborhood ? CommFact::neighbours : CommFact::peers;
     if (int ns = 0, nr = 0; !noted(comm, fact, ns, nr) && algorithms::watch_communicator(comm))
       note(comm, fact, c.ns, c.nr);

@@ -23,7 +23,10 @@ using namespace veneer;
 namespace alg = veneer::algorithms;
 
 namespace veneer {
-void collectives_start() { alg::collectives_init(); }
+void collectives_start() {
+  alg::collectives_init();
+  alg::set_comm_freed_hook(&forget_noted);
+}
 void collectives_stop() { alg::collectives_finalize(); }
 std::string collectives_report_text() {
   // Every rank chose the same algorithm for every call, so rank 0's counts speak for all.

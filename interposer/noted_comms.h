@@ -7,10 +7,11 @@
 // noted per thread, a few communicators at a time.
 //
 // An answer holds in the epoch it was noted in (g_cache_epoch) and is noted
-// only for a communicator whose free moves the epoch (a watched one:
-// algorithms::watch_communicator). A freed handle made again for a smaller
-// communicator is then never read with the old answer, which would read
-// past its arrays.
+// only for a communicator whose free forgets it (a watched one:
+// algorithms::watch_communicator, whose free clears the answers about it,
+// forget_noted, or moves the epoch). A freed handle made again for a
+// smaller communicator is then never read with the old answer, which would
+// read past its arrays.
 #include <mpi.h>
 
 #include <array>
@@ -54,5 +55,8 @@ extern thread_local constinit NotedComms t_noted_comms [[gnu::tls_model("initial
 // Notes comm's answer for `fact` in the current epoch, over the oldest
 // entry. Only for a watched communicator (see above).
 void note(MPI_Comm comm, CommFact fact, int send, int recv);
+// Clears this thread's answers about `comm`, which is being freed
+// (algorithms::set_comm_freed_hook).
+void forget_noted(MPI_Comm comm);
 
 }  // namespace veneer

@@ -13,8 +13,10 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <future>
 #include <memory>
 #include <numeric>
+#include <thread>
 #include <vector>
 
 #include "algorithms/collectives.h"
@@ -314,6 +316,57 @@ TEST(QuickCollectives, AlltoallwOnCommunicatorsMadeAgainWithOtherShapes) {
     ASSERT_EQ(MPI_Comm_free(&sub), MPI_SUCCESS);
   }
   MPI_Type_free(&strided);
+}
+
+// Freeing a communicator forgets the decisions about it, and, while the
+// freeing thread is the only one holding decisions, only those: the world's
+// stay marked. With another thread holding state about communicators, a
+// free forgets every decision. Each result is the library's.
+TEST(QuickCollectives, FreeingACommunicatorForgetsItsOwnDecisions) {
+  if (!all_library() || !quick_path_open()) GTEST_SKIP() << "checked with every call left to the library";
+  // Switched off, every call is the library's and no communicator is
+  // watched: what is remembered says so whatever the handle comes to mean.
+  const veneer::Config& c = veneer::config();
+  if (!veneer::takes_collective(c) || !c.collectives) GTEST_SKIP() << "collectives switched off";
+  const int me = rank_of();
+  const alg::Call call{.collective = alg::Collective::allreduce, .count = 1, .type = MPI_LONG, .op = MPI_SUM};
+  auto allreduce = [&](MPI_Comm comm) {
+    long in = me + 1, out = -1, want = -2;
+    ASSERT_EQ(MPI_Allreduce(&in, &out, 1, MPI_LONG, MPI_SUM, comm), MPI_SUCCESS);
+    ASSERT_EQ(PMPI_Allreduce(&in, &want, 1, MPI_LONG, MPI_SUM, comm), MPI_SUCCESS);
+    EXPECT_EQ(out, want);
+  };
+  const alg::DecisionKey world = alg::decision_key(call, MPI_COMM_WORLD);
+  for (int other_holder = 0; other_holder < 2; ++other_holder) {
+    for (int repeat = 0; repeat < 2; ++repeat) allreduce(MPI_COMM_WORLD);
+    ASSERT_TRUE(alg::library_answers(world));
+    MPI_Comm dup = MPI_COMM_NULL;
+    ASSERT_EQ(MPI_Comm_dup(MPI_COMM_WORLD, &dup), MPI_SUCCESS);
+    for (int repeat = 0; repeat < 2; ++repeat) allreduce(dup);
+    const alg::DecisionKey mine = alg::decision_key(call, dup);
+    ASSERT_TRUE(alg::library_answers(mine));
+    // Another thread that holds state about communicators (and stays until the free is done).
+    std::promise<void> freed;
+    std::promise<void> holding;
+    std::thread holder;
+    if (other_holder) {
+      holder = std::thread([&] {
+        alg::hold_communicator_state();
+        holding.set_value();
+        freed.get_future().wait();
+      });
+      holding.get_future().wait();
+    }
+    ASSERT_EQ(MPI_Comm_free(&dup), MPI_SUCCESS);
+    EXPECT_EQ(alg::recall_decision(mine), nullptr) << "the freed communicator's decision is forgotten";
+    if (other_holder) EXPECT_FALSE(alg::library_answers(world)) << "with another holder, every decision goes";
+    else EXPECT_TRUE(alg::library_answers(world)) << "the world's decision stays marked";
+    if (other_holder) {
+      freed.set_value();
+      holder.join();
+    }
+    allreduce(MPI_COMM_WORLD);
+  }
 }
 
 TEST(QuickCollectives, AForgottenDecisionIsDecidedAgainAndMarkedAgain) {
