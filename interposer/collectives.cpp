@@ -256,9 +256,10 @@ bool intercomm(MPI_Comm comm) {
       total ? &call : nullptr, comm, sbuf, rbuf,
       [&] { return alg::reduce_scatter(sbuf, rbuf, rcounts, type, op, comm); },
       [&] { return next::Reduce_scatter(sbuf, rbuf, rcounts, type, op, comm); });
-  // Marked for the quick path: the decision is remembered, so the
-  // communicator is watched and its size may be kept.
-  if (total && alg::recall_marked(alg::decision_key(call, comm)).quick)
+  // Marked for the quick path: its size is kept once the communicator is
+  // watched (a decision remembered while collectives are switched off
+  // watches nothing).
+  if (total && alg::recall_marked(alg::decision_key(call, comm)).quick && alg::watch_communicator(comm))
     if (const int p = comm_size(comm); p > 0) note(comm, CommFact::size, p, p);
   return rc;
 }
