@@ -174,13 +174,7 @@ bool user_op_call(const Call& c) {
 std::optional<int> scatter_total(const int* rcounts, MPI_Comm comm) {
   int p = 0;
   if (!rcounts || comm == MPI_COMM_NULL || PMPI_Comm_size(comm, &p) != MPI_SUCCESS || p <= 0) return std::nullopt;
-  int64_t total = 0;
-  for (int i = 0; i < p; ++i) {
-    if (rcounts[i] < 0) return std::nullopt;
-    total += rcounts[i];
-  }
-  if (total > INT_MAX) return std::nullopt;
-  return static_cast<int>(total);
+  return counts_total(rcounts, p);
 }
 
 bool key_scatter_total(const Call& c, MPI_Comm comm, DecisionKey& key) {

@@ -16,6 +16,7 @@
 #include <mpi.h>
 
 #include <atomic>
+#include <climits>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -106,6 +107,18 @@ inline DecisionKey decision_key(const Call& c, MPI_Comm comm) {
           .in_place = c.sbuf == MPI_IN_PLACE};
 }
 
+// The sum of p counts, nullopt where one is negative or the sum is beyond an
+// int (inline: the interposer's quick path sums over a noted size).
+[[gnu::always_inline]] inline std::optional<int> counts_total(const int* counts, int p) {
+  int64_t total = 0;
+  bool valid = true;
+  for (int i = 0; i < p; ++i) {
+    valid &= counts[i] >= 0;
+    total += counts[i];
+  }
+  if (!valid || total > INT_MAX) return std::nullopt;
+  return static_cast<int>(total);
+}
 // Reduce_scatter's counts summed over comm's ranks: what its decisions are
 // remembered by (their count), as its shape depends on the counts only
 // through their total. Nullopt where a count is negative, the total is

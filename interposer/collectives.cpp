@@ -6,7 +6,6 @@
 
 #include <mpi.h>
 
-#include <climits>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -374,19 +373,11 @@ extern "C" int MPI_Reduce_scatter(const void* sbuf, void* rbuf, const int rcount
   // afresh cost 50 ns over the library at 1 rank, Open MPI; asking the
   // library for the size, 4 ns more).
   if (int p = 0, unused = 0; rcounts && noted(comm, CommFact::size, p, unused)) [[likely]] {
-    int64_t total = 0;
-    bool valid = true;
-    for (int i = 0; i < p; ++i) {
-      valid &= rcounts[i] >= 0;
-      total += rcounts[i];
-    }
-    if (valid && total <= INT_MAX &&
-        surely_library({.collective = alg::Collective::reduce_scatter,
-                        .sbuf = sbuf,
-                        .count = static_cast<int>(total),
-                        .type = type,
-                        .op = op},
-                       comm))
+    if (const std::optional<int> total = alg::counts_total(rcounts, p);
+        total &&
+        surely_library(
+            {.collective = alg::Collective::reduce_scatter, .sbuf = sbuf, .count = *total, .type = type, .op = op},
+            comm))
       return next::Reduce_scatter(sbuf, rbuf, rcounts, type, op, comm);
   }
   return reduce_scatter_slow(sbuf, rbuf, rcounts, type, op, comm, alg::scatter_total(rcounts, comm));

@@ -99,20 +99,17 @@ bool keys_from_world(MPI_Comm comm, std::vector<int64_t>& all) {
   }
   if (!world) return false;
   const int n = static_cast<int>(all.size() / 2), world_size = static_cast<int>(world->size() / 2);
-  std::vector<int> ranks(static_cast<size_t>(n)), in_world(static_cast<size_t>(n), MPI_UNDEFINED);
+  std::vector<int> in_world(static_cast<size_t>(n));
   if (comm == MPI_COMM_WORLD) {
     if (n != world_size) return false;
     for (int i = 0; i < n; ++i) in_world[static_cast<size_t>(i)] = i;
   } else {
-    MPI_Group group = MPI_GROUP_NULL, world_group = MPI_GROUP_NULL;
-    bool translated = false;
-    if (PMPI_Comm_group(comm, &group) == MPI_SUCCESS && PMPI_Comm_group(MPI_COMM_WORLD, &world_group) == MPI_SUCCESS) {
-      for (int i = 0; i < n; ++i) ranks[static_cast<size_t>(i)] = i;
-      translated = PMPI_Group_translate_ranks(group, n, ranks.data(), world_group, in_world.data()) == MPI_SUCCESS;
-    }
-    if (group != MPI_GROUP_NULL) PMPI_Group_free(&group);
-    if (world_group != MPI_GROUP_NULL) PMPI_Group_free(&world_group);
-    if (!translated) return false;
+    MPI_Group group = MPI_GROUP_NULL;
+    if (failed(PMPI_Comm_group(comm, &group), "MPI_Comm_group")) return false;
+    std::optional<std::vector<int>> translated = world_ranks_of(group);
+    failed(PMPI_Group_free(&group), "MPI_Group_free");
+    if (!translated || translated->size() != in_world.size()) return false;
+    in_world = std::move(*translated);
   }
   for (int i = 0; i < n; ++i) {
     const int w = in_world[static_cast<size_t>(i)];
@@ -124,6 +121,22 @@ bool keys_from_world(MPI_Comm comm, std::vector<int64_t>& all) {
 }
 
 }  // namespace
+
+std::optional<std::vector<int>> world_ranks_of(MPI_Group group) {
+  MPI_Group world_group = MPI_GROUP_NULL;
+  std::optional<std::vector<int>> out;
+  int n = 0;
+  if (!failed(PMPI_Comm_group(MPI_COMM_WORLD, &world_group), "MPI_Comm_group (MPI_COMM_WORLD)") &&
+      !failed(PMPI_Group_size(group, &n), "MPI_Group_size")) {
+    std::vector<int> ranks(static_cast<size_t>(n)), in_world(static_cast<size_t>(n));
+    for (int i = 0; i < n; ++i) ranks[static_cast<size_t>(i)] = i;
+    if (!failed(PMPI_Group_translate_ranks(group, n, ranks.data(), world_group, in_world.data()),
+                "MPI_Group_translate_ranks"))
+      out = std::move(in_world);
+  }
+  if (world_group != MPI_GROUP_NULL) failed(PMPI_Group_free(&world_group), "MPI_Group_free");
+  return out;
+}
 
 Hierarchy::~Hierarchy() {
   int finalized = 1;

@@ -135,6 +135,11 @@ struct Hierarchy {
 std::unique_ptr<Hierarchy> build_hierarchy(MPI_Comm comm, std::optional<int> node_key = std::nullopt,
                                            int* rc = nullptr);
 
+// The MPI_COMM_WORLD rank of each rank of `group` (MPI_UNDEFINED for one
+// that is not: spawned or connected processes); nullopt where the library
+// could not say (logged).
+std::optional<std::vector<int>> world_ranks_of(MPI_Group group);
+
 // build_hierarchy(MPI_COMM_WORLD) with the real nodes, keeping every rank's
 // node key, so that the communicators built after it learn their nodes from
 // those (when all their ranks are MPI_COMM_WORLD's) instead of with an

@@ -63,27 +63,20 @@ void settle(PeerLevels& l) {
 std::unique_ptr<PeerLevels> build(MPI_Comm comm, const PeerLevels& world) {
   int inter = 0;
   if (failed(PMPI_Comm_test_inter(comm, &inter), "MPI_Comm_test_inter")) return nullptr;
-  MPI_Group peers = MPI_GROUP_NULL, world_group = MPI_GROUP_NULL;
+  MPI_Group peers = MPI_GROUP_NULL;
   if (failed(inter ? PMPI_Comm_remote_group(comm, &peers) : PMPI_Comm_group(comm, &peers), "MPI_Comm_group"))
     return nullptr;
   std::unique_ptr<PeerLevels> out;
-  int n = 0;
-  if (!failed(PMPI_Comm_group(MPI_COMM_WORLD, &world_group), "MPI_Comm_group (MPI_COMM_WORLD)") &&
-      !failed(PMPI_Group_size(peers, &n), "MPI_Group_size")) {
-    std::vector<int> ranks(static_cast<size_t>(n)), in_world(static_cast<size_t>(n));
-    for (int i = 0; i < n; ++i) ranks[static_cast<size_t>(i)] = i;
-    if (!failed(PMPI_Group_translate_ranks(peers, n, ranks.data(), world_group, in_world.data()),
-                "MPI_Group_translate_ranks")) {
-      out = std::make_unique<PeerLevels>();
-      out->of_rank.resize(static_cast<size_t>(n), PeerLevel::unknown);
-      for (int i = 0; i < n; ++i) {
-        const int w = in_world[static_cast<size_t>(i)];
-        out->of_rank[static_cast<size_t>(i)] = w == MPI_UNDEFINED ? PeerLevel::unknown : world.at(w);
-      }
-      settle(*out);
+  if (const std::optional<std::vector<int>> in_world = world_ranks_of(peers)) {
+    const size_t n = in_world->size();
+    out = std::make_unique<PeerLevels>();
+    out->of_rank.resize(n, PeerLevel::unknown);
+    for (size_t i = 0; i < n; ++i) {
+      const int w = (*in_world)[i];
+      out->of_rank[i] = w == MPI_UNDEFINED ? PeerLevel::unknown : world.at(w);
     }
+    settle(*out);
   }
-  if (world_group != MPI_GROUP_NULL) failed(PMPI_Group_free(&world_group), "MPI_Group_free");
   failed(PMPI_Group_free(&peers), "MPI_Group_free");
   return out;
 }
