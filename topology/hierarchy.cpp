@@ -32,7 +32,12 @@ void free_comm(MPI_Comm& c) {
   c = MPI_COMM_NULL;
 }
 
+// What the hierarchy's attribute holds once a communicator was seen and
+// nothing was built for it yet (hierarchy_from_second_sight).
+char g_sighted;
+
 int delete_cached(MPI_Comm /*comm*/, int /*keyval*/, void* attribute, void* /*extra_state*/) {
+  if (attribute == &g_sighted) return MPI_SUCCESS;
   // Owning the pointer again frees the hierarchy and its communicators.
   std::unique_ptr<Hierarchy> owned(static_cast<Hierarchy*>(attribute));
   return MPI_SUCCESS;
@@ -355,7 +360,7 @@ const Hierarchy* hierarchy(MPI_Comm comm, int* rc) {
   int found = 0;
   if (int e = PMPI_Comm_get_attr(comm, key, &cached, &found); failed(e, "MPI_Comm_get_attr"))
     return report_to(rc, e), nullptr;
-  if (found) return report_to(rc, MPI_SUCCESS), static_cast<Hierarchy*>(cached);
+  if (found && cached != &g_sighted) return report_to(rc, MPI_SUCCESS), static_cast<Hierarchy*>(cached);
   std::unique_ptr<Hierarchy> built = build_hierarchy(comm, std::nullopt, rc);
   if (!built) return nullptr;
   if (int e = PMPI_Comm_set_attr(comm, key, built.get()); failed(e, "MPI_Comm_set_attr"))
@@ -369,8 +374,22 @@ const Hierarchy* cached_hierarchy(MPI_Comm comm) {
   if (comm == MPI_COMM_NULL || key == MPI_KEYVAL_INVALID) return nullptr;
   void* cached = nullptr;
   int found = 0;
-  if (PMPI_Comm_get_attr(comm, key, &cached, &found) != MPI_SUCCESS || !found) return nullptr;
+  if (PMPI_Comm_get_attr(comm, key, &cached, &found) != MPI_SUCCESS || !found || cached == &g_sighted) return nullptr;
   return static_cast<const Hierarchy*>(cached);
+}
+
+const Hierarchy* hierarchy_from_second_sight(MPI_Comm comm, bool* first_sight) {
+  *first_sight = false;
+  const int key = keyval();
+  if (comm == MPI_COMM_NULL || key == MPI_KEYVAL_INVALID) return hierarchy(comm);
+  void* cached = nullptr;
+  int found = 0;
+  if (PMPI_Comm_get_attr(comm, key, &cached, &found) != MPI_SUCCESS) return hierarchy(comm);
+  if (found && cached != &g_sighted) return static_cast<const Hierarchy*>(cached);
+  if (found) return hierarchy(comm);
+  *first_sight = true;  // (a mark the library could not keep is logged)
+  failed(PMPI_Comm_set_attr(comm, key, &g_sighted), "MPI_Comm_set_attr");
+  return nullptr;
 }
 
 int forget_hierarchy(MPI_Comm comm) {

@@ -152,6 +152,13 @@ std::unique_ptr<Hierarchy> build_world_hierarchy_keeping_keys(int* rc = nullptr)
 // where caching it fails (*rc as there).
 const Hierarchy* hierarchy(MPI_Comm comm, int* rc = nullptr);
 
+// hierarchy(comm), from the second time it is asked for on comm: the first
+// time, nothing is built, comm is marked seen and *first_sight set (not
+// collective). Every rank of comm asks at the same calls (the first
+// collective call on comm that Veneer decides, then the next), so all see
+// comm first at the same call.
+const Hierarchy* hierarchy_from_second_sight(MPI_Comm comm, bool* first_sight);
+
 // The cached hierarchy of `comm`, or nullptr where none was built yet (never builds; not collective).
 const Hierarchy* cached_hierarchy(MPI_Comm comm);
 

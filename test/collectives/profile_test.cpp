@@ -145,6 +145,25 @@ void allreduce_matches_library(MPI_Comm comm, int round, int modulus) {
   ASSERT_EQ(out, ref) << "round " << round;
 }
 
+// A duplicate of MPI_COMM_WORLD already seen by a collective: a
+// communicator's first collective call Veneer decides goes to the library
+// undecided (algorithms/collectives.cpp), so the calls a test counts are
+// decided from the first. That first call is the library's, counted, and
+// leaves nothing to recall.
+MPI_Comm seen_duplicate() {
+  MPI_Comm comm = MPI_COMM_NULL;
+  EXPECT_EQ(PMPI_Comm_dup(MPI_COMM_WORLD, &comm), MPI_SUCCESS);
+  const uint64_t before = calls_of(alg::Collective::allreduce, "library");
+  int one = 1, sum = 0;
+  EXPECT_EQ(MPI_Allreduce(&one, &sum, 1, MPI_INT, MPI_SUM, comm), MPI_SUCCESS);
+  EXPECT_EQ(sum, world_size());
+  EXPECT_EQ(calls_of(alg::Collective::allreduce, "library"), before + 1);
+  const alg::Call call{
+      .collective = alg::Collective::allreduce, .sbuf = &one, .rbuf = &sum, .count = 1, .type = MPI_INT, .op = MPI_SUM};
+  EXPECT_EQ(alg::recall_decision(alg::decision_key(call, comm)), nullptr) << "the first call was remembered";
+  return comm;
+}
+
 // Runs load_profile with VENEER_PROFILE=path (on rank 0; `others` elsewhere),
 // capturing rank 0's log. Returns what it reported.
 struct Loaded {
@@ -347,6 +366,46 @@ TEST_F(ProfileLoading, MeasurementsDecide) {
   ASSERT_EQ(load(library).info.status, ProfileStatus::loaded);
   call.count = 512;
   EXPECT_EQ(alg::chosen_for(call, *h), "library");
+}
+
+// A communicator's first collective call that Veneer decides goes to the
+// library undecided: nothing is remembered, no layout is learned; the next
+// call is decided (two_level, measured faster), on every rank alike, and
+// recalled after. A user's rule is obeyed from the first call. Every
+// result is the library's.
+TEST_F(ProfileLoading, ACommunicatorsFirstCallIsTheLibrarysUndecided) {
+  if (world_size() < 2) GTEST_SKIP() << "one rank passes through";
+  set_trial(nullptr);
+  ASSERT_EQ(load(file("good.json", topo::profile_text(profile_where("two_level")))).info.status, ProfileStatus::loaded);
+  auto calls = [](const char* algorithm) { return calls_of(alg::Collective::allreduce, algorithm); };
+  for (int pass = 0; pass < 3; ++pass) {  // freed and made again: seen afresh each time
+    MPI_Comm comm = MPI_COMM_NULL;
+    ASSERT_EQ(PMPI_Comm_dup(MPI_COMM_WORLD, &comm), MPI_SUCCESS);
+    alg::reset_collectives_counts();
+    allreduce_matches_library(comm, pass, 13);
+    EXPECT_EQ(calls("library"), 1u) << "pass " << pass;
+    EXPECT_EQ(calls("two_level"), 0u) << "pass " << pass;
+    EXPECT_EQ(topo::cached_hierarchy(comm), nullptr) << "pass " << pass << ": a layout was learned";
+    for (int round = 1; round < 4; ++round) allreduce_matches_library(comm, pass + round, 13);
+    EXPECT_EQ(calls("two_level"), 3u) << "pass " << pass;
+    EXPECT_NE(topo::cached_hierarchy(comm), nullptr) << "pass " << pass;
+    uint64_t mine = calls("two_level"), lowest = 0, highest = 0;
+    PMPI_Allreduce(&mine, &lowest, 1, MPI_UINT64_T, MPI_MIN, comm);
+    PMPI_Allreduce(&mine, &highest, 1, MPI_UINT64_T, MPI_MAX, comm);
+    EXPECT_EQ(lowest, highest) << "pass " << pass;
+    PMPI_Comm_free(&comm);
+  }
+  // A user's rule: taken from the first call.
+  setenv("VENEER_ALLREDUCE", "0-inf:ring", 1);
+  alg::collectives_init();
+  MPI_Comm comm = MPI_COMM_NULL;
+  ASSERT_EQ(PMPI_Comm_dup(MPI_COMM_WORLD, &comm), MPI_SUCCESS);
+  alg::reset_collectives_counts();
+  allreduce_matches_library(comm, 0, 13);
+  EXPECT_EQ(calls("ring"), 1u);
+  PMPI_Comm_free(&comm);
+  unsetenv("VENEER_ALLREDUCE");
+  alg::collectives_init();
 }
 
 // Bcast timed with the root fixed (back to back and between barriers) and
@@ -646,8 +705,7 @@ TEST_F(ProfileLoading, TheModelsChoiceIsTriedOnTheJobsOwnCalls) {
   if (world_size() < 2) GTEST_SKIP() << "one rank passes through";
   set_trial("4");
   ASSERT_EQ(load(file("good.json", topo::profile_text(profile_where("two_level")))).info.status, ProfileStatus::loaded);
-  MPI_Comm comm = MPI_COMM_NULL;  // its own trials
-  ASSERT_EQ(PMPI_Comm_dup(MPI_COMM_WORLD, &comm), MPI_SUCCESS);
+  MPI_Comm comm = seen_duplicate();  // its own trials
   auto calls = [](const char* algorithm) { return calls_of(alg::Collective::allreduce, algorithm); };
   auto allreduce = [&](int round) { allreduce_matches_library(comm, round, 13); };
   alg::reset_collectives_counts();
@@ -698,7 +756,7 @@ TEST_F(ProfileLoading, ARankCountTheProfileDidNotTimeIsTriedOnTheJobsCalls) {
   const topo::Profile other_count = profile_where("two_level", 1);
   ASSERT_EQ(load(file("other_count.json", topo::profile_text(other_count))).info.status, ProfileStatus::loaded);
   MPI_Comm comm = MPI_COMM_NULL;
-  ASSERT_EQ(PMPI_Comm_dup(MPI_COMM_WORLD, &comm), MPI_SUCCESS);
+  comm = seen_duplicate();
   auto calls = [](const char* algorithm) { return calls_of(alg::Collective::allreduce, algorithm); };
   auto allreduce = [&](int round) { allreduce_matches_library(comm, round, 11); };
   alg::reset_collectives_counts();
@@ -726,7 +784,7 @@ TEST_F(ProfileLoading, ARankCountTheProfileDidNotTimeIsTriedOnTheJobsCalls) {
 
   // The count the profile timed: the model's choice from the first call.
   ASSERT_EQ(load(file("good.json", topo::profile_text(profile_where("two_level")))).info.status, ProfileStatus::loaded);
-  ASSERT_EQ(PMPI_Comm_dup(MPI_COMM_WORLD, &comm), MPI_SUCCESS);
+  comm = seen_duplicate();
   alg::reset_collectives_counts();
   for (int round = 0; round < 5; ++round) allreduce(round);
   EXPECT_EQ(calls("two_level"), 5u);
@@ -754,7 +812,7 @@ TEST_F(ProfileLoading, AThinLeadOnATimedCountIsTriedOnTheJobsCalls) {
   for (const bool library_leads : {true, false}) {
     SCOPED_TRACE(library_leads ? "the library leads" : "two_level leads");
     MPI_Comm comm = MPI_COMM_NULL;  // its own trials
-    ASSERT_EQ(PMPI_Comm_dup(MPI_COMM_WORLD, &comm), MPI_SUCCESS);
+    comm = seen_duplicate();
     alg::reset_collectives_counts();
     alg::reset_trial_counts();
     alg::no_handicaps_for_testing();
@@ -937,7 +995,7 @@ TEST_F(ProfileLoading, ALargeCallsChallengerThatCannotWinStopsEarly) {
   // the side `slower` (null: the library) made to look a second slower a call.
   MPI_Comm comm = MPI_COMM_NULL;
   auto first_calls = [&](const alg::Algorithm* slower, int calls) {
-    ASSERT_EQ(PMPI_Comm_dup(MPI_COMM_WORLD, &comm), MPI_SUCCESS);
+    comm = seen_duplicate();
     alg::reset_collectives_counts();
     alg::reset_trial_counts();
     alg::handicap_for_testing(slower, 1.0);
@@ -979,7 +1037,7 @@ TEST_F(ProfileLoading, AMovedRootsChoiceIsTriedAcrossRoots) {
   ASSERT_EQ(load(file("roots.json", topo::profile_text(profile_where_binomial_leads_a_moved_root()))).info.status,
             ProfileStatus::loaded);
   MPI_Comm comm = MPI_COMM_NULL;
-  ASSERT_EQ(PMPI_Comm_dup(MPI_COMM_WORLD, &comm), MPI_SUCCESS);
+  comm = seen_duplicate();
   auto count = [](const char* algorithm) { return calls_of(alg::Collective::bcast, algorithm); };
   std::vector<int> buf(128);
   int round = 0;
