@@ -54,6 +54,31 @@ bool thin_lead(const Choice& c) {
   return c.library_seconds > 0 && c.predicted_seconds > 0 && c.library_seconds < kThinLead * c.predicted_seconds;
 }
 
+// What a decision reads before the communicator's layout: the call's shape,
+// the rules in force, and whether comm's first sight passes the call
+// undecided (not MPI_COMM_WORLD, never made per use, nor under a user's
+// rule, VENEER_<COLLECTIVE>, which is obeyed at once). nullopt: the library,
+// undecided whatever comm's layout (an intercommunicator, one rank, no
+// bytes, a call Veneer cannot run, a rule giving the size to the library).
+struct Prelude {
+  Shape shape;
+  std::shared_ptr<const Tuning> rules;
+  bool sight_passes = false;
+};
+std::optional<Prelude> prelude(const Call& c, MPI_Comm comm) {
+  int inter = 0, p = 0;
+  if (PMPI_Comm_test_inter(comm, &inter) != MPI_SUCCESS || inter) return std::nullopt;
+  if (PMPI_Comm_size(comm, &p) != MPI_SUCCESS || p < 2) return std::nullopt;
+  auto s = admit(c, p);
+  if (!s || s->bytes == 0) return std::nullopt;
+  Prelude out{.shape = *s, .rules = current_tuning()};
+  bool users = false;
+  const Rule* rule = out.rules->rule_for(c.collective, s->bytes, &users);
+  if (rule && rule->choices.size() == 1 && rule->choices[0] == "library") return std::nullopt;
+  out.sight_passes = comm != MPI_COMM_WORLD && !(users && rule && !rule->choices.empty());
+  return out;
+}
+
 // Decides about a call not decided before: the library (algorithm null) or
 // one of Veneer's algorithms on the communicator's hierarchy; for bcast and
 // reduce, once for a root that stays and once for one that moved.
@@ -66,24 +91,16 @@ bool thin_lead(const Choice& c) {
 // given one collective (duplicated per solve, split for one reduction)
 // then costs no decision, no layout and no watch: deciding its call cost
 // 1.3 us over a 1 us allreduce at 2 ranks and 5 us at 4 oversubscribed
-// ranks (Open MPI). MPI_COMM_WORLD, never made per use, and a call under a
-// user's rule (VENEER_<COLLECTIVE>) are decided at once.
+// ranks (Open MPI).
 Remembered decide(const Call& c, MPI_Comm comm, std::optional<bool> commutative = std::nullopt,
                   bool* first_sight = nullptr) {
-  int inter = 0, p = 0;
-  if (PMPI_Comm_test_inter(comm, &inter) != MPI_SUCCESS || inter) return {};
-  if (PMPI_Comm_size(comm, &p) != MPI_SUCCESS || p < 2) return {};
-  auto s = admit(c, p);
-  if (!s || s->bytes == 0) return {};
+  std::optional<Prelude> pre = prelude(c, comm);
+  if (!pre) return {};
+  Shape* s = &pre->shape;
   if (commutative) s->commutative = *commutative;
-  auto rules = current_tuning();
-  // A rule that sends this size to the library spares building the hierarchy.
-  bool users = false;
-  const Rule* rule = rules->rule_for(c.collective, s->bytes, &users);
-  if (rule && rule->choices.size() == 1 && rule->choices[0] == "library") return {};
-  const Hierarchy* h = first_sight && comm != MPI_COMM_WORLD && !(users && rule && !rule->choices.empty())
-                           ? topology::hierarchy_from_second_sight(comm, first_sight)
-                           : topology::hierarchy(comm);
+  const std::shared_ptr<const Tuning>& rules = pre->rules;
+  const Hierarchy* h = first_sight && pre->sight_passes ? topology::hierarchy_from_second_sight(comm, first_sight)
+                                                        : topology::hierarchy(comm);
   if (!h) return {};
   place(*s, *h);
   auto m = current_model();
@@ -229,6 +246,11 @@ std::optional<int> take(const Call& c, MPI_Comm comm) {
 }  // namespace
 
 std::atomic<bool> g_barriers_matter{false};
+
+void seen_undecided(const Call& c, MPI_Comm comm) {
+  if (!config().collectives || comm == MPI_COMM_NULL) return;
+  if (std::optional<Prelude> pre = prelude(c, comm); pre && pre->sight_passes) topology::mark_seen(comm);
+}
 
 void note_barrier(MPI_Comm comm) {
   if (const Hierarchy* h = topology::cached_hierarchy(comm)) h->barriers.fetch_add(1, std::memory_order_relaxed);

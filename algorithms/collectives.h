@@ -93,6 +93,10 @@ struct Call {
   MPI_Op op = MPI_OP_NULL;
   int root = 0;
 };
+// A call that would have been decided (reached the entry points above),
+// gone to the library before that on this rank (device memory it does not
+// stage), marks comm seen as the other ranks' first decision there does.
+void seen_undecided(const Call& c, MPI_Comm comm);
 
 // What a decision about `call` on comm is remembered by (decisions.h).
 inline DecisionKey decision_key(const Call& c, MPI_Comm comm) {

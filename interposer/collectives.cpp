@@ -58,6 +58,11 @@ int route(const alg::Call* call, MPI_Comm comm, const void* a, const void* b, Ru
       return *rc;
     }
     if (call) alg::answer_quickly(alg::decision_key(*call, comm), quick_path_open);
+  } else if (call && on()) {
+    // Device memory this rank does not stage: the library's. Other ranks
+    // of the call may hold host buffers and reach the communicator's first
+    // decision, which passes the call undecided and marks it seen: so here.
+    alg::seen_undecided(*call, comm);
   } else if (call && !on()) {
     // Switched off (VENEER_DISABLE, VENEER_COLLECTIVES): the library serves
     // every call, so this one is remembered as the library's and marked, and

@@ -378,6 +378,15 @@ const Hierarchy* cached_hierarchy(MPI_Comm comm) {
   return static_cast<const Hierarchy*>(cached);
 }
 
+void mark_seen(MPI_Comm comm) {
+  const int key = keyval();
+  if (comm == MPI_COMM_NULL || key == MPI_KEYVAL_INVALID) return;
+  void* cached = nullptr;
+  int found = 0;
+  if (PMPI_Comm_get_attr(comm, key, &cached, &found) == MPI_SUCCESS && !found)
+    failed(PMPI_Comm_set_attr(comm, key, &g_sighted), "MPI_Comm_set_attr");
+}
+
 const Hierarchy* hierarchy_from_second_sight(MPI_Comm comm, bool* first_sight) {
   *first_sight = false;
   const int key = keyval();

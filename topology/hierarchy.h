@@ -158,6 +158,11 @@ const Hierarchy* hierarchy(MPI_Comm comm, int* rc = nullptr);
 // collective call on comm that Veneer decides, then the next), so all see
 // comm first at the same call.
 const Hierarchy* hierarchy_from_second_sight(MPI_Comm comm, bool* first_sight);
+// Marks comm seen, as hierarchy_from_second_sight's first time does, where
+// nothing was built or marked on it yet (not collective): for a call that
+// reached Veneer and went to the library before any decision, on a rank
+// whose buffers the CPU cannot read, while other ranks of the call decided.
+void mark_seen(MPI_Comm comm);
 
 // The cached hierarchy of `comm`, or nullptr where none was built yet (never builds; not collective).
 const Hierarchy* cached_hierarchy(MPI_Comm comm);

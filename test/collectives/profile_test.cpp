@@ -395,6 +395,33 @@ TEST_F(ProfileLoading, ACommunicatorsFirstCallIsTheLibrarysUndecided) {
     EXPECT_EQ(lowest, highest) << "pass " << pass;
     PMPI_Comm_free(&comm);
   }
+  // Rank 0's first call went to the library before any decision (as device
+  // memory it does not stage does, interposer/collectives.cpp) while the
+  // others' passed undecided: the next call is decided on every rank.
+  {
+    MPI_Comm comm = MPI_COMM_NULL;
+    ASSERT_EQ(PMPI_Comm_dup(MPI_COMM_WORLD, &comm), MPI_SUCCESS);
+    alg::reset_collectives_counts();
+    if (world_rank() == 0) {
+      std::vector<double> in(700, 1.0), out(700);
+      ASSERT_EQ(PMPI_Allreduce(in.data(), out.data(), 700, MPI_DOUBLE, MPI_SUM, comm), MPI_SUCCESS);
+      alg::seen_undecided({.collective = alg::Collective::allreduce,
+                           .sbuf = in.data(),
+                           .count = 700,
+                           .type = MPI_DOUBLE,
+                           .op = MPI_SUM},
+                          comm);
+    } else {
+      allreduce_matches_library(comm, 0, 13);  // (its PMPI_Allreduce meets rank 0's second)
+    }
+    if (world_rank() == 0) {
+      std::vector<double> in(700, 1.0), out(700);
+      ASSERT_EQ(PMPI_Allreduce(in.data(), out.data(), 700, MPI_DOUBLE, MPI_SUM, comm), MPI_SUCCESS);
+    }
+    allreduce_matches_library(comm, 1, 13);
+    EXPECT_EQ(calls("two_level"), 1u);
+    PMPI_Comm_free(&comm);
+  }
   // A user's rule: taken from the first call.
   setenv("VENEER_ALLREDUCE", "0-inf:ring", 1);
   alg::collectives_init();
