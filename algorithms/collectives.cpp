@@ -55,11 +55,9 @@ bool thin_lead(const Choice& c) {
 }
 
 // What a decision reads before the communicator's layout: the call's shape,
-// the rules in force, and whether comm's first sight passes the call
-// undecided (not MPI_COMM_WORLD, never made per use, nor under a user's
-// rule, VENEER_<COLLECTIVE>, which is obeyed at once). nullopt: the library,
-// undecided whatever comm's layout (an intercommunicator, one rank, no
-// bytes, a call Veneer cannot run, a rule giving the size to the library).
+// the rules in force, and whether comm's first calls pass undecided (not MPI_COMM_WORLD, never made per use, nor under
+// a user's rule, VENEER_<COLLECTIVE>, which is obeyed at once). nullopt: the library, undecided whatever comm's layout
+// (an intercommunicator, one rank, no bytes, a call Veneer cannot run, a rule giving the size to the library).
 struct Prelude {
   Shape shape;
   std::shared_ptr<const Tuning> rules;
@@ -85,22 +83,27 @@ std::optional<Prelude> prelude(const Call& c, MPI_Comm comm) {
 // `commutative`: what the decision would be were the call's user-defined op
 // commutative or not (a probe: not counted in the report).
 //
-// `first_sight` (a call's own decision): set where this is the first call
-// decided on comm, which then goes to the library undecided and is not
-// remembered; the next call is decided. A communicator made per use and
-// given one collective (duplicated per solve, split for one reduction)
-// then costs no decision, no layout and no watch: deciding its call cost
-// 1.3 us over a 1 us allreduce at 2 ranks and 5 us at 4 oversubscribed
-// ranks (Open MPI).
+// `undecided` (a call's own decision): set for the first kUndecidedCalls
+// calls that would be decided on a communicator (MPI_COMM_WORLD and calls
+// under a user's rule excepted: Prelude::sight_passes), which go to the
+// library undecided and are not remembered; the next call is decided. A
+// communicator made per use and given one collective (duplicated per
+// solve, split for one reduction) then costs no decision, no layout, no
+// watch and no scan at its free: that call's decision cost 1.3 us over a
+// 1 us allreduce at 2 ranks and 5 us at 4 oversubscribed ranks (Open
+// MPI), a call passed undecided 0.2-0.3 us, so passing more of them
+// before deciding costs a communicator that lives longer more than it
+// spares one that does not.
 Remembered decide(const Call& c, MPI_Comm comm, std::optional<bool> commutative = std::nullopt,
-                  bool* first_sight = nullptr) {
+                  bool* undecided = nullptr) {
   std::optional<Prelude> pre = prelude(c, comm);
   if (!pre) return {};
   Shape* s = &pre->shape;
   if (commutative) s->commutative = *commutative;
   const std::shared_ptr<const Tuning>& rules = pre->rules;
-  const Hierarchy* h = first_sight && pre->sight_passes ? topology::hierarchy_from_second_sight(comm, first_sight)
-                                                        : topology::hierarchy(comm);
+  const Hierarchy* h = undecided && pre->sight_passes
+                           ? topology::hierarchy_after_sightings(comm, kUndecidedCalls, undecided)
+                           : topology::hierarchy(comm);
   if (!h) return {};
   place(*s, *h);
   auto m = current_model();
@@ -198,9 +201,9 @@ std::optional<int> take(const Call& c, MPI_Comm comm) {
   const Remembered* known = c.collective != Collective::reduce_scatter || by_total ? recall_decision(key) : nullptr;
   Remembered fresh;
   if (!known) {
-    bool first_sight = false;
-    fresh = decide(c, comm, std::nullopt, &first_sight);
-    if (first_sight) {
+    bool undecided = false;
+    fresh = decide(c, comm, std::nullopt, &undecided);
+    if (undecided) {
       count_call(c.collective, nullptr);
       return std::nullopt;
     }
@@ -249,7 +252,7 @@ std::atomic<bool> g_barriers_matter{false};
 
 void seen_undecided(const Call& c, MPI_Comm comm) {
   if (!config().collectives || comm == MPI_COMM_NULL) return;
-  if (std::optional<Prelude> pre = prelude(c, comm); pre && pre->sight_passes) topology::mark_seen(comm);
+  if (std::optional<Prelude> pre = prelude(c, comm); pre && pre->sight_passes) topology::count_sighting(comm);
 }
 
 void note_barrier(MPI_Comm comm) {

@@ -93,9 +93,13 @@ struct Call {
   MPI_Op op = MPI_OP_NULL;
   int root = 0;
 };
-// A call that would have been decided (reached the entry points above),
-// gone to the library before that on this rank (device memory it does not
-// stage), marks comm seen as the other ranks' first decision there does.
+// The first calls on a communicator that Veneer would decide that go to the
+// library undecided (MPI_COMM_WORLD's and calls under a user's rule
+// excepted); the next one is decided.
+inline constexpr int kUndecidedCalls = 1;
+// A call that would have been decided (reached the entry points above) and
+// went to the library before that on this rank (device memory it does not
+// stage) is counted among comm's undecided calls, as on the other ranks.
 void seen_undecided(const Call& c, MPI_Comm comm);
 
 // What a decision about `call` on comm is remembered by (decisions.h).

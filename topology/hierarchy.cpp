@@ -32,12 +32,24 @@ void free_comm(MPI_Comm& c) {
   c = MPI_COMM_NULL;
 }
 
-// What the hierarchy's attribute holds once a communicator was seen and
-// nothing was built for it yet (hierarchy_from_second_sight).
-char g_sighted;
+// What the hierarchy's attribute holds while a communicator was only seen
+// (hierarchy_after_sightings): the count of sightings, on the heap, its
+// address tagged by its low bit (a Hierarchy's address is even), counted
+// in place (setting the attribute on every sighting cost 0.1 us more).
+struct Sightings {
+  uintptr_t count = 0;
+};
+bool is_sightings(const void* attribute) { return (reinterpret_cast<uintptr_t>(attribute) & 1u) != 0; }
+Sightings* sightings_of(void* attribute) {
+  return reinterpret_cast<Sightings*>(reinterpret_cast<uintptr_t>(attribute) & ~uintptr_t{1});
+}
+void* as_attribute(Sightings* s) { return reinterpret_cast<void*>(reinterpret_cast<uintptr_t>(s) | 1u); }
 
 int delete_cached(MPI_Comm /*comm*/, int /*keyval*/, void* attribute, void* /*extra_state*/) {
-  if (attribute == &g_sighted) return MPI_SUCCESS;
+  if (is_sightings(attribute)) {
+    delete sightings_of(attribute);
+    return MPI_SUCCESS;
+  }
   // Owning the pointer again frees the hierarchy and its communicators.
   std::unique_ptr<Hierarchy> owned(static_cast<Hierarchy*>(attribute));
   return MPI_SUCCESS;
@@ -360,7 +372,7 @@ const Hierarchy* hierarchy(MPI_Comm comm, int* rc) {
   int found = 0;
   if (int e = PMPI_Comm_get_attr(comm, key, &cached, &found); failed(e, "MPI_Comm_get_attr"))
     return report_to(rc, e), nullptr;
-  if (found && cached != &g_sighted) return report_to(rc, MPI_SUCCESS), static_cast<Hierarchy*>(cached);
+  if (found && !is_sightings(cached)) return report_to(rc, MPI_SUCCESS), static_cast<Hierarchy*>(cached);
   std::unique_ptr<Hierarchy> built = build_hierarchy(comm, std::nullopt, rc);
   if (!built) return nullptr;
   if (int e = PMPI_Comm_set_attr(comm, key, built.get()); failed(e, "MPI_Comm_set_attr"))
@@ -374,31 +386,42 @@ const Hierarchy* cached_hierarchy(MPI_Comm comm) {
   if (comm == MPI_COMM_NULL || key == MPI_KEYVAL_INVALID) return nullptr;
   void* cached = nullptr;
   int found = 0;
-  if (PMPI_Comm_get_attr(comm, key, &cached, &found) != MPI_SUCCESS || !found || cached == &g_sighted) return nullptr;
+  if (PMPI_Comm_get_attr(comm, key, &cached, &found) != MPI_SUCCESS || !found || is_sightings(cached)) return nullptr;
   return static_cast<const Hierarchy*>(cached);
 }
 
-void mark_seen(MPI_Comm comm) {
+// Counts one more sighting of comm where nothing was built for it; its
+// hierarchy (built now, where it was seen `passes` times before) or null.
+const Hierarchy* sighted(MPI_Comm comm, uintptr_t passes, bool build, bool* passed) {
+  *passed = false;
   const int key = keyval();
-  if (comm == MPI_COMM_NULL || key == MPI_KEYVAL_INVALID) return;
+  if (comm == MPI_COMM_NULL || key == MPI_KEYVAL_INVALID) return build ? hierarchy(comm) : nullptr;
   void* cached = nullptr;
   int found = 0;
-  if (PMPI_Comm_get_attr(comm, key, &cached, &found) == MPI_SUCCESS && !found)
-    failed(PMPI_Comm_set_attr(comm, key, &g_sighted), "MPI_Comm_set_attr");
+  if (PMPI_Comm_get_attr(comm, key, &cached, &found) != MPI_SUCCESS) return build ? hierarchy(comm) : nullptr;
+  if (found && !is_sightings(cached)) return static_cast<const Hierarchy*>(cached);
+  if (found) {
+    Sightings* seen = sightings_of(cached);
+    if (build && seen->count >= passes) return hierarchy(comm);  // (setting the hierarchy frees the count)
+    ++seen->count;
+    *passed = true;
+    return nullptr;
+  }
+  if (build && passes == 0) return hierarchy(comm);
+  auto seen = std::make_unique<Sightings>(Sightings{.count = 1});
+  *passed = true;  // (a count the library could not keep is logged)
+  if (!failed(PMPI_Comm_set_attr(comm, key, as_attribute(seen.get())), "MPI_Comm_set_attr"))
+    static_cast<void>(seen.release());  // now owned by the attribute
+  return nullptr;
 }
 
-const Hierarchy* hierarchy_from_second_sight(MPI_Comm comm, bool* first_sight) {
-  *first_sight = false;
-  const int key = keyval();
-  if (comm == MPI_COMM_NULL || key == MPI_KEYVAL_INVALID) return hierarchy(comm);
-  void* cached = nullptr;
-  int found = 0;
-  if (PMPI_Comm_get_attr(comm, key, &cached, &found) != MPI_SUCCESS) return hierarchy(comm);
-  if (found && cached != &g_sighted) return static_cast<const Hierarchy*>(cached);
-  if (found) return hierarchy(comm);
-  *first_sight = true;  // (a mark the library could not keep is logged)
-  failed(PMPI_Comm_set_attr(comm, key, &g_sighted), "MPI_Comm_set_attr");
-  return nullptr;
+void count_sighting(MPI_Comm comm) {
+  bool passed = false;
+  sighted(comm, 0, false, &passed);
+}
+
+const Hierarchy* hierarchy_after_sightings(MPI_Comm comm, int passes, bool* passed) {
+  return sighted(comm, static_cast<uintptr_t>(std::max(passes, 0)), true, passed);
 }
 
 int forget_hierarchy(MPI_Comm comm) {

@@ -152,17 +152,16 @@ std::unique_ptr<Hierarchy> build_world_hierarchy_keeping_keys(int* rc = nullptr)
 // where caching it fails (*rc as there).
 const Hierarchy* hierarchy(MPI_Comm comm, int* rc = nullptr);
 
-// hierarchy(comm), from the second time it is asked for on comm: the first
-// time, nothing is built, comm is marked seen and *first_sight set (not
-// collective). Every rank of comm asks at the same calls (the first
-// collective call on comm that Veneer decides, then the next), so all see
-// comm first at the same call.
-const Hierarchy* hierarchy_from_second_sight(MPI_Comm comm, bool* first_sight);
-// Marks comm seen, as hierarchy_from_second_sight's first time does, where
-// nothing was built or marked on it yet (not collective): for a call that
-// reached Veneer and went to the library before any decision, on a rank
-// whose buffers the CPU cannot read, while other ranks of the call decided.
-void mark_seen(MPI_Comm comm);
+// hierarchy(comm), once comm was seen `passes` times: before that, nothing
+// is built, the sighting is counted on comm and *passed set (not
+// collective). Every rank of comm asks at the same calls (the collective
+// calls on comm that Veneer would decide), so all pass the same calls.
+const Hierarchy* hierarchy_after_sightings(MPI_Comm comm, int passes, bool* passed);
+// Counts a sighting of comm, as hierarchy_after_sightings does, where
+// nothing was built for it yet (not collective): for a call that would have
+// been decided and went to the library before that on this rank (device
+// memory it does not stage), while the other ranks of the call counted it.
+void count_sighting(MPI_Comm comm);
 
 // The cached hierarchy of `comm`, or nullptr where none was built yet (never builds; not collective).
 const Hierarchy* cached_hierarchy(MPI_Comm comm);
