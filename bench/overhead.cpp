@@ -342,9 +342,21 @@ int main(int argc, char** argv) {
                               a2a_out.data(), a2a_in.data(), 4, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
                         },
                         [] {}});
+  // An allreduce whose count changes from call to call over 400 values
+  // (a code reducing a varying number of elements, 8 B-3.2 KB): each count
+  // is a shape of its own, decided once while the thread has room for it.
+  std::vector<double> varying_in(400, 1.0), varying_out(400);
+  uint64_t varying_turn = 0;
+  collective.push_back({"allreduce, 400 counts in turn", false,
+                        [&](bool v) {
+                          const int count = 1 + static_cast<int>(varying_turn++ * 7919 % 400);
+                          (v ? MPI_Allreduce : PMPI_Allreduce)(varying_in.data(), varying_out.data(), count,
+                                                               MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+                        },
+                        [] {}});
   // A communicator made, used once and freed (codes that duplicate or split
-  // one per solve or per file): the first collective on it is decided, and
-  // its nodes learnt, afresh. The duplicate and the free are the library's either way.
+  // one per solve or per file): its first collective goes to the library
+  // undecided. The duplicate and the free are the library's either way.
   collective.push_back({"comm dup + allreduce 4 B + free", false,
                         [&](bool v) {
                           MPI_Comm fresh = MPI_COMM_NULL;
