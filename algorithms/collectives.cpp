@@ -55,9 +55,13 @@ bool thin_lead(const Choice& c) {
 }
 
 // What a decision reads before the communicator's layout: the call's shape,
-// the rules in force, and whether comm's first calls pass undecided (not MPI_COMM_WORLD, never made per use, nor under
-// a user's rule, VENEER_<COLLECTIVE>, which is obeyed at once). nullopt: the library, undecided whatever comm's layout
-// (an intercommunicator, one rank, no bytes, a call Veneer cannot run, a rule giving the size to the library).
+// the rules in force, and whether comm's first calls pass undecided (not
+// on MPI_COMM_WORLD, never made per use, nor under a user's rule,
+// VENEER_<COLLECTIVE>, obeyed at once). nullopt: the library, undecided
+// whatever comm's layout (an intercommunicator, one rank, no bytes, a call
+// Veneer cannot run, a rule giving the size to the library). It reads only
+// what MPI requires every rank of the call to agree on, so every rank
+// counts the same calls undecided.
 struct Prelude {
   Shape shape;
   std::shared_ptr<const Tuning> rules;

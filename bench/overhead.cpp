@@ -350,8 +350,8 @@ int main(int argc, char** argv) {
   collective.push_back({"allreduce, 400 counts in turn", false,
                         [&](bool v) {
                           const int count = 1 + static_cast<int>(varying_turn++ * 7919 % 400);
-                          (v ? MPI_Allreduce : PMPI_Allreduce)(varying_in.data(), varying_out.data(), count,
-                                                               MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+                          (v ? MPI_Allreduce : PMPI_Allreduce)(varying_in.data(), varying_out.data(), count, MPI_DOUBLE,
+                                                               MPI_SUM, MPI_COMM_WORLD);
                         },
                         [] {}});
   // A communicator made, used once and freed (codes that duplicate or split
