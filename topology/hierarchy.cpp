@@ -324,14 +324,34 @@ std::unique_ptr<Hierarchy> build(MPI_Comm comm, std::optional<int> node_key, int
 
   // Nodes are numbered in the order of their lowest rank; a rank's index on
   // its node is its place among the node's ranks in rank order.
+  // A node's index by its key: the last node found first (ranks come in
+  // runs), then the others in order, and past kScanned nodes a hash map
+  // (building the map was a tenth of deciding a new communicator's first
+  // call at 2 ranks).
+  constexpr size_t kScanned = 64;
+  std::vector<int64_t> keys_of_nodes;
   std::unordered_map<int64_t, int> node_of_key;
+  int last = -1;
+  auto node_for = [&](int64_t key) {
+    if (last >= 0 && keys_of_nodes[static_cast<size_t>(last)] == key) return last;
+    if (keys_of_nodes.size() <= kScanned) {
+      for (size_t n = 0; n < keys_of_nodes.size(); ++n)
+        if (keys_of_nodes[n] == key) return last = static_cast<int>(n);
+    } else if (auto it = node_of_key.find(key); it != node_of_key.end()) {
+      return last = it->second;
+    }
+    last = static_cast<int>(keys_of_nodes.size());
+    keys_of_nodes.push_back(key);
+    h->node_ranks.emplace_back();
+    if (keys_of_nodes.size() == kScanned + 1)
+      for (size_t n = 0; n < keys_of_nodes.size(); ++n) node_of_key.emplace(keys_of_nodes[n], static_cast<int>(n));
+    else if (keys_of_nodes.size() > kScanned + 1) node_of_key.emplace(key, last);
+    return last;
+  };
   h->node_of_rank.resize(static_cast<size_t>(h->size));
   h->local_rank_of.resize(static_cast<size_t>(h->size));
   for (int r = 0; r < h->size; ++r) {
-    const int64_t key = all[2 * static_cast<size_t>(r)];
-    const auto [it, fresh] = node_of_key.try_emplace(key, static_cast<int>(h->node_ranks.size()));
-    if (fresh) h->node_ranks.emplace_back();
-    const int node = it->second;
+    const int node = node_for(all[2 * static_cast<size_t>(r)]);
     auto& members = h->node_ranks[static_cast<size_t>(node)];
     h->node_of_rank[static_cast<size_t>(r)] = node;
     h->local_rank_of[static_cast<size_t>(r)] = static_cast<int>(members.size());
