@@ -38,18 +38,15 @@ uint8_t queue_behind(const Choice& choice, bool* chained) {
   return static_cast<uint8_t>(next | third << 4);
 }
 
-// A lead the profile measured thin: on a rank count the profile timed, the
-// model's choice is still tried on the job's own calls where it leads the
-// library by less than this, and kept only where it does not trail the
-// library there (TrialRole::thin: when in doubt, pass through). The calibration times back-to-back batches;
-// an application's pattern (a barrier before each call, compute between
-// calls, other sizes) moves the times by more than such a lead: Open MPI's
+// The model's choice on a rank count the profile timed, where its lead
+// over the library is thin (select.h kThinLead), is still tried on the
+// job's own calls and kept only where it does not trail the library there
+// (TrialRole::thin: when in doubt, pass through): Open MPI's
 // rooted reduce of 512 B-1 KiB on 4 ranks, which two_level led by 1.12-1.16x
 // in the profile, ran at 0.79-0.85 of the library in OSU's timing loop;
 // MPICH's allgather of 8-16 B and 512 B per rank first since a barrier,
 // which two_level led by 1.27-1.40x in the profile on the slowest rank,
 // ran at 0.64-0.79 of the library on OSU's average (the ranks' mean).
-constexpr double kThinLead = 1.5;
 bool thin_lead(const Choice& c) {
   return c.library_seconds > 0 && c.predicted_seconds > 0 && c.library_seconds < kThinLead * c.predicted_seconds;
 }
@@ -137,6 +134,7 @@ Remembered decide(const Call& c, MPI_Comm comm, std::optional<bool> commutative 
     next = challenged ? queue_behind(choice, &chained) : 0;
     if (challenged) {
       tried = true;
+      thin = choice.thin_challenger;
       return choice.challenger;
     }
     return choice.algorithm;
@@ -224,9 +222,11 @@ std::optional<int> take(const Call& c, MPI_Comm comm) {
     // The model's choice, or a challenger, not yet confirmed on this pattern's own calls.
     std::optional<int> ran;
     Remembered settled = *known;
-    const TrialRole role = (settled.challenged >> condition & 1u)                   ? TrialRole::challenger
-                           : (settled.challenged & Remembered::thin_bit(condition)) ? TrialRole::thin
-                                                                                    : TrialRole::model;
+    const bool thin = (settled.challenged & Remembered::thin_bit(condition)) != 0;
+    const TrialRole role = (settled.challenged >> condition & 1u)
+                               ? (thin ? TrialRole::thin_challenger : TrialRole::challenger)
+                           : thin ? TrialRole::thin
+                                  : TrialRole::model;
     Verdict v = trial_run(*a, c, *h, condition, role, settled.incumbent_for(condition), &ran);
     if (v != Verdict::trying) {
       // A trial over before this call, with another challenger after it:

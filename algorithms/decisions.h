@@ -63,9 +63,11 @@ struct Remembered {
   // Of those, a bit per pattern where the algorithm is a challenger: the
   // library was kept on a rank count the profile did not time, and the
   // algorithm takes the pattern only if it leads on the job's own calls.
-  // In the high four bits (thin_bit), of the others: a bit per pattern
-  // where the model's choice is tried for a thin lead on a count the
-  // profile timed (TrialRole::thin). One byte for both keeps the struct at
+  // In the high four bits (thin_bit): a bit per pattern where the model's
+  // choice is tried for a thin lead on a count the profile timed
+  // (TrialRole::thin), or, with the pattern's challenger bit, where the
+  // challenger is tried against a thin lead of the library's there
+  // (TrialRole::thin_challenger). One byte for both keeps the struct at
   // 32 bytes.
   uint8_t challenged = 0;
   static constexpr uint8_t thin_bit(uint8_t condition) { return static_cast<uint8_t>(16u << condition); }

@@ -217,7 +217,16 @@ bool untimed(const Shape& s, const CostModel& m, const MeasuredSeries* series) {
 // against it: the leaders of the timed counts, nearest first, else the
 // model's best.
 void offer_challenger(Choice& c, std::span<const Algorithm* const> candidates, const Shape& s, const CostModel& m) {
-  if (!c.untimed || c.decision != Decision::library_kept || !allows(c.rule, "library")) return;
+  if (c.decision != Decision::library_kept || !allows(c.rule, "library")) return;
+  if (!c.untimed) {
+    // A timed count: the fastest, where the library's lead over it is thin.
+    if (m.measured && c.best && c.best_seconds > 0 && c.library_seconds > 0 &&
+        c.best_seconds < kThinLead * c.library_seconds) {
+      c.challenger = c.best;
+      c.thin_challenger = true;
+    }
+    return;
+  }
   const auto leaders = leaders_on_timed_counts(candidates, s, c.rule, m);
   c.challenger = leaders[0] ? leaders[0] : c.best;
   c.next_challenger = leaders[1];
@@ -492,6 +501,9 @@ std::string explain(const Shape& s, const Tuning& t, const CostModel& m) {
   }
   const Choice c = decide(algorithms_for(s.collective), s, t, m);  // explaining is not deciding: not counted
   out += "chosen: " + name_of(c.algorithm) + " (" + reason(c, s) + ")\n";
+  if (c.thin_challenger)
+    out += "the library's lead is thin: unless VENEER_TRIAL=0, the job's first calls try " + name_of(c.challenger) +
+           " against the library (taken only if it leads by more than 10%)\n";
   if (c.untimed && (c.challenger || c.decision == Decision::model))
     out +=
         "not timed on this rank count: unless VENEER_TRIAL=0, the job's first calls try " +

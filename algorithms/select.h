@@ -28,6 +28,15 @@ enum class Decision : uint8_t {
   model,              // the model's pick (the library allowed and beaten, or not allowed)
 };
 
+// A lead the profile measured thin, on a rank count it timed: the side
+// that leads by less than this is not taken on the profile's word alone
+// (algorithms/trial.h). The model's choice so led is tried on the job's
+// own calls (TrialRole::thin); where the library so leads, the fastest
+// algorithm is tried against it as a challenger (Choice::thin_challenger).
+// The calibration times back-to-back batches on its own job; an
+// application's pattern moves the times by more than such a lead.
+constexpr double kThinLead = 1.5;
+
 struct Choice {
   const Algorithm* algorithm = nullptr;  // nullptr: the library
   double predicted_seconds = 0;          // of the chosen one
@@ -70,6 +79,12 @@ struct Choice {
   // taken): the formulas' best, where it is neither of them and the
   // formulas give it a lead of more than 10% over the library.
   const Algorithm* third_challenger = nullptr;
+  // On a rank count the profile timed, where the library was kept by a
+  // thin lead (kThinLead) over `best`: `best` is the challenger, the only
+  // one. Open MPI's reduce of 16 B at 3 ranks, first since a barrier, which
+  // the library led by 1.2x in a 4-rank job's profile (timed on 3 of its
+  // ranks), ran 5x slower than binomial in a 3-rank job.
+  bool thin_challenger = false;
 };
 
 Choice choose(const Shape& s, const Tuning& t, const CostModel& m);

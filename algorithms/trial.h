@@ -16,9 +16,10 @@
 // the measured ones): the profile predicts, the call pattern decides.
 //
 // On a rank count the profile timed, a choice whose measured lead over the
-// library is thin (below 1.5x, algorithms/collectives.cpp kThinLead) is
-// tried by default as above: an application's pattern moves the times by
-// more than that.
+// library is thin (below 1.5x, select.h kThinLead) is tried by default as
+// above: an application's pattern moves the times by more than that. So,
+// where the library's own lead there is thin, the fastest algorithm is
+// tried against it as a challenger (TrialRole::thin_challenger).
 //
 // On a rank count the profile did not time (a sub-communicator, a job of
 // another size), its numbers are a guess either way, and a trial runs by
@@ -61,8 +62,13 @@ enum class Verdict : uint8_t { trying, keep, drop };
 //    measured lead was thin; kept only where it did not trail the library,
 //    on the slowest rank nor on the ranks' mean (a tie passes through;
 //    in a trial of fewer than four pairs, as `model`);
-//  - challenger: the model kept the opponent; taken only by leading it.
-enum class TrialRole : uint8_t { model, thin, challenger };
+//  - challenger: the model kept the opponent; taken only by leading it;
+//  - thin_challenger: a challenger to a thin lead of the library's on a
+//    count the profile timed (Choice::thin_challenger); taken only by
+//    leading it as a challenger does, and by not trailing it on the ranks'
+//    mean either, as a thin lead of the model's choice must not.
+enum class TrialRole : uint8_t { model, thin, challenger, thin_challenger };
+constexpr bool is_challenger(TrialRole r) { return r == TrialRole::challenger || r == TrialRole::thin_challenger; }
 
 // Whether calls like `c` may be tried (VENEER_TRIAL is not 0, and the key
 // above can be formed from its arguments). Which choices are tried is the

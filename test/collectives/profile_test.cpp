@@ -104,14 +104,15 @@ topo::Profile profile_where(const std::string& fast, int more_ranks = 0, double 
 }
 
 // The library's profile above, with bcast timed at 64 B and 4 KiB: the
-// library faster from a fixed root, binomial with the root moving (MPICH's
-// small broadcasts measured so).
+// library twice as fast from a fixed root (a lead not thin: no challenger
+// is tried), binomial with the root moving (MPICH's small broadcasts
+// measured so).
 topo::Profile profile_where_binomial_leads_a_moved_root() {
   topo::Profile prof = profile_where("library");
   for (int64_t bytes : {int64_t{64}, int64_t{4096}}) {
     topo::CollectivePoint pt = point_here("bcast", bytes, {});
     pt.times.emplace_back("library", topo::Timing{1e-6, 0.02, 0, 1.2e-6, 8e-6});
-    pt.times.emplace_back("binomial", topo::Timing{1.5e-6, 0.02, 0, 1.6e-6, 3e-6});
+    pt.times.emplace_back("binomial", topo::Timing{2.4e-6, 0.02, 0, 2.5e-6, 3e-6});
     prof.collectives.push_back(pt);
   }
   return prof;
@@ -436,6 +437,7 @@ TEST_F(ProfileLoading, ACommunicatorsFirstCallIsTheLibrarysUndecided) {
   PMPI_Comm_free(&comm);
   unsetenv("VENEER_ALLREDUCE");
   alg::collectives_init();
+  set_trial("0");
 }
 
 // Bcast timed with the root fixed (back to back and between barriers) and
@@ -486,6 +488,11 @@ TEST_F(ProfileLoading, ACallWhoseRootMovedGetsTheRotatingWinner) {
 TEST_F(ProfileLoading, TheFirstCallAfterABarrierGetsTheWinnerBetweenBarriers) {
   const int p = world_size(), me = world_rank();
   if (p < 2) GTEST_SKIP() << "one rank passes through";
+  // Ring is scored ahead by the slower of its two conditions and behind
+  // back to back: by default the job's calls would try it (a thin lead,
+  // AThinLeadOfTheLibrarysIsChallengedOnTheJobsCalls); here the routing
+  // by pattern alone is checked.
+  set_trial("0");
   topo::Profile prof = profile_where("library");
   for (int64_t bytes : {int64_t{64}, int64_t{4096}}) {
     topo::CollectivePoint pt = point_here("allgather", bytes * p, {});
@@ -863,6 +870,93 @@ TEST_F(ProfileLoading, AThinLeadOnATimedCountIsTriedOnTheJobsCalls) {
     EXPECT_EQ(lowest, highest) << "every rank runs the same side";
     PMPI_Comm_free(&comm);
   }
+  set_trial("0");
+}
+
+// A thin lead of the library's on the count the profile timed (trials at
+// their default): the library measured 1.3x ahead of every algorithm keeps
+// the shape, and the job's own calls try the fastest of the others (the
+// challenger the model names) against it: 16 calls of each side (8 blocks
+// of four, half of 32), after which one that won every pair by 1.5x takes
+// the shape, and one that lost them stops. Its calls made to look a second
+// slower, the library serves the shape from then on; the library's made
+// so, the challenger does; ahead on the slowest rank but behind on the
+// ranks' mean, it is not taken. A 2x lead of the library's runs the library
+// from the first call, untried. Every result is the library's, every rank
+// alike.
+TEST_F(ProfileLoading, AThinLeadOfTheLibrarysIsChallengedOnTheJobsCalls) {
+  if (world_size() < 2) GTEST_SKIP() << "one rank passes through";
+  set_trial(nullptr);
+  ASSERT_EQ(load(file("thin.json", topo::profile_text(profile_where("library", 0, 1.3)))).info.status,
+            ProfileStatus::loaded);
+  const topo::Hierarchy* world = topo::hierarchy(MPI_COMM_WORLD);
+  ASSERT_NE(world, nullptr);
+  const alg::Choice c = alg::choose(alg::shape_of(alg::Collective::allreduce, 700 * 8, *world), alg::Tuning::from_env(),
+                                    alg::cost_model());
+  EXPECT_EQ(c.algorithm, nullptr);
+  ASSERT_NE(c.challenger, nullptr);
+  EXPECT_TRUE(c.thin_challenger);
+  EXPECT_EQ(c.next_challenger, nullptr);
+  const alg::Algorithm* challenger = c.challenger;
+  auto calls = [](const char* algorithm) { return calls_of(alg::Collective::allreduce, algorithm); };
+  const std::string name(challenger->name);
+  for (const bool library_leads : {true, false}) {
+    SCOPED_TRACE(library_leads ? "the library leads" : name + " leads");
+    MPI_Comm comm = seen_duplicate();  // its own trials
+    alg::reset_collectives_counts();
+    alg::reset_trial_counts();
+    alg::no_handicaps_for_testing();
+    alg::handicap_for_testing(library_leads ? challenger : nullptr, 1.0);
+    for (int round = 0; round < 32; ++round) allreduce_matches_library(comm, round, 11);
+    EXPECT_EQ(calls(name.c_str()), 16u);
+    EXPECT_EQ(calls("library"), 16u);
+    const alg::TrialCounts ended = alg::trial_counts();
+    EXPECT_EQ(ended.taken, library_leads ? 0u : 1u);
+    EXPECT_EQ(ended.not_taken, library_leads ? 1u : 0u);
+    alg::no_handicaps_for_testing();
+    for (int round = 32; round < 38; ++round) allreduce_matches_library(comm, round, 11);
+    const uint64_t after = calls(name.c_str());
+    EXPECT_EQ(after, library_leads ? 16u : 22u);
+    uint64_t lowest = 0, highest = 0;
+    PMPI_Allreduce(&after, &lowest, 1, MPI_UINT64_T, MPI_MIN, comm);
+    PMPI_Allreduce(&after, &highest, 1, MPI_UINT64_T, MPI_MAX, comm);
+    EXPECT_EQ(lowest, highest) << "every rank runs the same side";
+    PMPI_Comm_free(&comm);
+  }
+  // The challenger ahead on the slowest rank, behind on the ranks' mean:
+  // the library's calls made 2 s slower on rank 0 alone, the challenger's
+  // 1.5 s on every other rank (on 3 ranks or more, a longer sum). Not
+  // taken, at half way or at the end: the library serves the shape.
+  if (world_size() >= 3) {
+    MPI_Comm comm = seen_duplicate();
+    alg::reset_collectives_counts();
+    alg::reset_trial_counts();
+    alg::no_handicaps_for_testing();
+    if (world_rank() == 0) alg::handicap_for_testing(nullptr, 2.0);
+    else alg::handicap_for_testing(challenger, 1.5);
+    for (int round = 0; round < 64; ++round) allreduce_matches_library(comm, round, 11);
+    alg::no_handicaps_for_testing();
+    EXPECT_EQ(calls(name.c_str()), 32u);
+    EXPECT_EQ(calls("library"), 32u);
+    EXPECT_EQ(alg::trial_counts().not_taken, 1u);
+    for (int round = 64; round < 70; ++round) allreduce_matches_library(comm, round, 11);
+    EXPECT_EQ(calls(name.c_str()), 32u);
+    PMPI_Comm_free(&comm);
+  }
+  // The library twice as fast: no challenger, the library from the first call.
+  ASSERT_EQ(load(file("good.json", topo::profile_text(profile_where("library")))).info.status, ProfileStatus::loaded);
+  EXPECT_EQ(alg::choose(alg::shape_of(alg::Collective::allreduce, 700 * 8, *world), alg::Tuning::from_env(),
+                        alg::cost_model())
+                .challenger,
+            nullptr);
+  MPI_Comm comm = seen_duplicate();
+  alg::reset_collectives_counts();
+  alg::reset_trial_counts();
+  for (int round = 0; round < 40; ++round) allreduce_matches_library(comm, round, 11);
+  EXPECT_EQ(calls("library"), 40u);
+  const alg::TrialCounts none = alg::trial_counts();
+  EXPECT_EQ(none.taken + none.not_taken + none.kept + none.dropped, 0u);
+  PMPI_Comm_free(&comm);
   set_trial("0");
 }
 
