@@ -4,6 +4,8 @@
 // decisions.h), running it (execution.h), and counting it (report.h).
 #include "algorithms/collectives.h"
 
+#include <algorithm>
+#include <limits>
 #include <optional>
 #include <string>
 
@@ -64,7 +66,8 @@ struct Prelude {
   std::shared_ptr<const Tuning> rules;
   bool sight_passes = false;
 };
-std::optional<Prelude> prelude(const Call& c, MPI_Comm comm) {
+std::optional<Prelude> prelude(const Call& call, MPI_Comm comm) {
+  const Call c = decision_call(call);  // its counts bucketed where they are
   int inter = 0, p = 0;
   if (PMPI_Comm_test_inter(comm, &inter) != MPI_SUCCESS || inter) return std::nullopt;
   if (PMPI_Comm_size(comm, &p) != MPI_SUCCESS || p < 2) return std::nullopt;
@@ -190,6 +193,20 @@ bool library_for_any_user_op(const Call& c, MPI_Comm comm, const Remembered& fre
   return plainly_library(fresh) && plainly_library(decide(c, comm, true)) && plainly_library(decide(c, comm, false));
 }
 
+// Whether `a`, decided for c's bucket of counts (decision_count), can run
+// c's own counts: admitted and eligible as they are (a bucket's lowest
+// count may be within a limit its larger ones pass). True where c's counts
+// are the bucket's own. Depends on c's arguments alone: every rank answers
+// alike.
+bool runs_as_decided(const Algorithm& a, const Call& c, const Hierarchy& h) {
+  if (!counts_bucketed(c.collective) || (decision_count(c.count) == c.count && decision_count(c.scount) == c.scount))
+    return true;
+  auto s = admit(c, h.size);
+  if (!s) return false;
+  place(*s, h);
+  return eligible(a, *s);
+}
+
 std::optional<int> take(const Call& c, MPI_Comm comm) {
   if (!config().collectives || comm == MPI_COMM_NULL) {
     count_call(c.collective, nullptr);
@@ -218,6 +235,10 @@ std::optional<int> take(const Call& c, MPI_Comm comm) {
   const uint8_t condition = known->condition(c.root);
   const Algorithm* a = known->for_root(c.root);
   const Hierarchy* h = known->hierarchy;  // (known may be the slot remember_decision refills)
+  if (a && !runs_as_decided(*a, c, *h)) {
+    count_call(c.collective, nullptr);
+    return std::nullopt;
+  }
   if (a && (known->on_trial >> condition & 1u)) {
     // The model's choice, or a challenger, not yet confirmed on this pattern's own calls.
     std::optional<int> ran;
@@ -253,6 +274,20 @@ std::optional<int> take(const Call& c, MPI_Comm comm) {
 }  // namespace
 
 std::atomic<bool> g_barriers_matter{false};
+
+void count_buckets_for(const Tuning& t) {
+  uint32_t bits = 0;
+  for (int i = 0; i < collective_count; ++i) {
+    // Reduce_scatter is remembered by the total of its counts (key_scatter_total).
+    if (static_cast<Collective>(i) == Collective::reduce_scatter) continue;
+    auto whole = [](const std::vector<Rule>& rules) {
+      return std::all_of(rules.begin(), rules.end(),
+                         [](const Rule& r) { return r.lo == 0 && r.hi == std::numeric_limits<int64_t>::max(); });
+    };
+    if (whole(t.defaults[i]) && whole(t.user[i])) bits |= 1u << i;
+  }
+  detail::g_count_buckets.store(bits, std::memory_order_relaxed);
+}
 
 void seen_undecided(const Call& c, MPI_Comm comm) {
   if (!config().collectives || comm == MPI_COMM_NULL) return;

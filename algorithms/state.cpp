@@ -40,7 +40,9 @@ std::shared_ptr<const CostModel> current_model() {
 }
 
 void collectives_init() {
-  g_tuning.store(std::make_shared<const Tuning>(Tuning::from_env()));
+  auto tuning = std::make_shared<const Tuning>(Tuning::from_env());
+  count_buckets_for(*tuning);
+  g_tuning.store(std::move(tuning));
   forget_decisions();
   // Decisions about derived types are remembered by handle: a freed type's
   // handle may come back as another type.

@@ -354,6 +354,17 @@ int main(int argc, char** argv) {
                                                                MPI_SUM, MPI_COMM_WORLD);
                         },
                         [] {}});
+  // A broadcast whose size shrinks call after call and seldom comes back (a
+  // panel factorisation's broadcasts: 8 B-32 KiB over 4,096 counts, more
+  // shapes than a thread's table of decisions holds).
+  std::vector<double> shrinking(4096, 1.0);
+  uint64_t shrinking_turn = 0;
+  collective.push_back({"bcast, 4,096 counts shrinking", false,
+                        [&](bool v) {
+                          const int count = 4096 - static_cast<int>(shrinking_turn++ % 4096);
+                          (v ? MPI_Bcast : PMPI_Bcast)(shrinking.data(), count, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+                        },
+                        [] {}});
   // A communicator made, used once and freed (codes that duplicate or split
   // one per solve or per file): its first collective goes to the library
   // undecided. The duplicate and the free are the library's either way.

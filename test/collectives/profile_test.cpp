@@ -440,6 +440,57 @@ TEST_F(ProfileLoading, ACommunicatorsFirstCallIsTheLibrarysUndecided) {
   set_trial("0");
 }
 
+// Counts that change from call to call share the decision of their bucket
+// (algorithms/collectives.h decision_count): 16 allreduces of 128-143
+// doubles, each count once, are decided once, and all run two_level (the
+// profile's choice at 1-16 KiB); the next bucket, 144-159, once more. A
+// rule of the user's with a size boundary inside a bucket keeps the counts
+// exact: 137 doubles (1,096 B) run the rule's ring, 138 (1,104 B) the
+// model's two_level. Every result is the library's, every rank alike.
+TEST_F(ProfileLoading, CountsOfOneBucketShareADecision) {
+  if (world_size() < 2) GTEST_SKIP() << "one rank passes through";
+  set_trial("0");
+  ASSERT_EQ(load(file("good.json", topo::profile_text(profile_where("two_level")))).info.status, ProfileStatus::loaded);
+  auto decisions = [] {
+    const alg::DecisionCounts d = alg::decision_counts();
+    uint64_t n = d.forced;
+    for (uint64_t k : d.by_source) n += k;
+    return n;
+  };
+  auto allreduce = [](MPI_Comm comm, int count) {
+    std::vector<double> in(static_cast<size_t>(count)), out(in.size()), ref(in.size());
+    for (size_t i = 0; i < in.size(); ++i) in[i] = static_cast<double>(i % 13 + static_cast<size_t>(world_rank()));
+    ASSERT_EQ(MPI_Allreduce(in.data(), out.data(), count, MPI_DOUBLE, MPI_SUM, comm), MPI_SUCCESS);
+    PMPI_Allreduce(in.data(), ref.data(), count, MPI_DOUBLE, MPI_SUM, comm);
+    ASSERT_EQ(out, ref) << count << " doubles";
+  };
+  auto calls = [](const char* algorithm) { return calls_of(alg::Collective::allreduce, algorithm); };
+  MPI_Comm comm = seen_duplicate();
+  alg::reset_collectives_counts();
+  alg::reset_decision_counts();
+  for (int count = 143; count >= 128; --count) allreduce(comm, count);
+  EXPECT_EQ(decisions(), 1u);
+  EXPECT_EQ(calls("two_level"), 16u);
+  for (int count = 144; count < 160; ++count) allreduce(comm, count);
+  EXPECT_EQ(decisions(), 2u);
+  EXPECT_EQ(calls("two_level"), 32u);
+  PMPI_Comm_free(&comm);
+
+  setenv("VENEER_ALLREDUCE", "1000-1100:ring", 1);
+  alg::collectives_init();
+  comm = seen_duplicate();
+  alg::reset_collectives_counts();
+  alg::reset_decision_counts();
+  allreduce(comm, 137);
+  allreduce(comm, 138);
+  EXPECT_EQ(calls("ring"), 1u);
+  EXPECT_EQ(calls("two_level"), 1u);
+  EXPECT_EQ(decisions(), 2u);
+  PMPI_Comm_free(&comm);
+  unsetenv("VENEER_ALLREDUCE");
+  alg::collectives_init();
+}
+
 // Bcast timed with the root fixed (back to back and between barriers) and
 // rotating: the library wins from a fixed root, binomial with the root
 // moving (MPICH's small broadcasts measured so). Calls through MPI_Bcast

@@ -6,8 +6,10 @@
 #include <set>
 #include <vector>
 
+#include "algorithms/collectives.h"
 #include "algorithms/decisions.h"
 #include "algorithms/trial.h"
+#include "algorithms/tuning.h"
 
 namespace veneer::test {
 namespace {
@@ -294,6 +296,59 @@ TEST(Decisions, EveryFieldOfACallTellsItApart) {
     }
   }
   EXPECT_NE(alg::recall_decision(keys.back()), nullptr);
+}
+
+// Counts of 16 and up are decided by buckets 1/8 octave wide: the count
+// with all but its four leading bits cleared, never above the count and
+// within 1/8 of it, 8 buckets per doubling; smaller counts alone.
+TEST(Decisions, CountsAreDecidedByBucketsAnEighthOfAnOctaveWide) {
+  for (int n = 0; n < 16; ++n) EXPECT_EQ(alg::decision_count(n), n);
+  EXPECT_EQ(alg::decision_count(17), 16);
+  EXPECT_EQ(alg::decision_count(31), 30);
+  EXPECT_EQ(alg::decision_count(143), 128);
+  EXPECT_EQ(alg::decision_count(144), 144);
+  EXPECT_EQ(alg::decision_count(1000), 960);
+  EXPECT_EQ(alg::decision_count(INT_MAX), 0x78000000);
+  std::set<int> per_doubling;
+  for (int n = 16; n < (1 << 20); ++n) {
+    const int b = alg::decision_count(n);
+    ASSERT_LE(b, n);
+    ASSERT_LT(n - b, b / 8 + 1) << n;
+    ASSERT_EQ(alg::decision_count(b), b);
+    if (n >= 4096 && n < 8192) per_doubling.insert(b);
+  }
+  EXPECT_EQ(per_doubling.size(), 8u);
+}
+
+// Which collectives' counts are bucketed: those whose rules, built-in and
+// the user's, hold for every size; never reduce_scatter (remembered by its
+// total). A rule with a size boundary keeps its collective's counts exact.
+TEST(Decisions, OnlyCollectivesWithoutASizeBoundaryAreBucketed) {
+  const uint32_t before = alg::detail::g_count_buckets.load();
+  alg::Tuning t;
+  for (int i = 0; i < alg::collective_count; ++i)
+    t.defaults[i] = *alg::parse_rules(static_cast<Collective>(i), alg::default_rules(static_cast<Collective>(i)));
+  alg::count_buckets_for(t);
+  EXPECT_TRUE(alg::counts_bucketed(Collective::allreduce));
+  EXPECT_TRUE(alg::counts_bucketed(Collective::bcast));
+  EXPECT_TRUE(alg::counts_bucketed(Collective::reduce));
+  EXPECT_TRUE(alg::counts_bucketed(Collective::allgather));
+  EXPECT_TRUE(alg::counts_bucketed(Collective::reduce_scatter_block));
+  EXPECT_FALSE(alg::counts_bucketed(Collective::reduce_scatter));
+  EXPECT_FALSE(alg::counts_bucketed(Collective::alltoall));  // built in: 64k-inf offers three only
+  const alg::DecisionKey k = alg::decision_key(
+      {.collective = Collective::allreduce, .count = 143, .type = MPI_DOUBLE, .op = MPI_SUM}, MPI_COMM_WORLD);
+  EXPECT_EQ(k.count, 128);
+  t.user[static_cast<int>(Collective::allreduce)] = *alg::parse_rules(Collective::allreduce, "0-1k:ring");
+  t.user[static_cast<int>(Collective::bcast)] = *alg::parse_rules(Collective::bcast, "0-inf:binomial");
+  alg::count_buckets_for(t);
+  EXPECT_FALSE(alg::counts_bucketed(Collective::allreduce));
+  EXPECT_TRUE(alg::counts_bucketed(Collective::bcast));
+  EXPECT_EQ(alg::decision_key({.collective = Collective::allreduce, .count = 143, .type = MPI_DOUBLE, .op = MPI_SUM},
+                              MPI_COMM_WORLD)
+                .count,
+            143);
+  alg::detail::g_count_buckets.store(before);
 }
 
 TEST(Decisions, ForgettingDropsEverything) {
