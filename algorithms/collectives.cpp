@@ -196,14 +196,17 @@ bool library_for_any_user_op(const Call& c, MPI_Comm comm, const Remembered& fre
 // Whether `a`, decided for c's bucket of counts (decision_count), can run
 // c's own counts: admitted and eligible as they are (a bucket's lowest
 // count may be within a limit its larger ones pass). True where c's counts
-// are the bucket's own. Depends on c's arguments alone: every rank answers
-// alike.
+// are the bucket's own. Past half the largest message (a node's data at its
+// leader, node_data_at_leader), not: a trial's opponent, or the next
+// challenger, would need the same answer. Depends on c's arguments alone:
+// every rank answers alike.
 bool runs_as_decided(const Algorithm& a, const Call& c, const Hierarchy& h) {
   if (!counts_bucketed(c.collective) || (decision_count(c.count) == c.count && decision_count(c.scount) == c.scount))
     return true;
   auto s = admit(c, h.size);
   if (!s) return false;
   place(*s, h);
+  if (s->bytes * std::max(s->max_ranks_per_node, 1) > INT_MAX / 2) return false;
   return eligible(a, *s);
 }
 

@@ -502,8 +502,9 @@ std::string explain(const Shape& s, const Tuning& t, const CostModel& m) {
   const Choice c = decide(algorithms_for(s.collective), s, t, m);  // explaining is not deciding: not counted
   out += "chosen: " + name_of(c.algorithm) + " (" + reason(c, s) + ")\n";
   if (c.thin_challenger)
-    out += "the library's lead is thin: unless VENEER_TRIAL=0, the job's first calls try " + name_of(c.challenger) +
-           " against the library (taken only if it leads by more than 10%)\n";
+    out += "the library kept, " + name_of(c.challenger) +
+           " within 1.5x of it: unless VENEER_TRIAL=0, the job's first calls try it against the library (taken "
+           "only if it leads by more than 10%)\n";
   if (c.untimed && (c.challenger || c.decision == Decision::model))
     out +=
         "not timed on this rank count: unless VENEER_TRIAL=0, the job's first calls try " +
