@@ -40,19 +40,6 @@ uint8_t queue_behind(const Choice& choice, bool* chained) {
   return static_cast<uint8_t>(next | third << 4);
 }
 
-// The model's choice on a rank count the profile timed, where its lead
-// over the library is thin (select.h kThinLead), is still tried on the
-// job's own calls and kept only where it does not trail the library there
-// (TrialRole::thin: when in doubt, pass through): Open MPI's
-// rooted reduce of 512 B-1 KiB on 4 ranks, which two_level led by 1.12-1.16x
-// in the profile, ran at 0.79-0.85 of the library in OSU's timing loop;
-// MPICH's allgather of 8-16 B and 512 B per rank first since a barrier,
-// which two_level led by 1.27-1.40x in the profile on the slowest rank,
-// ran at 0.64-0.79 of the library on OSU's average (the ranks' mean).
-bool thin_lead(const Choice& c) {
-  return c.library_seconds > 0 && c.predicted_seconds > 0 && c.library_seconds < kThinLead * c.predicted_seconds;
-}
-
 // What a decision reads before the communicator's layout: the call's shape,
 // the rules in force, and whether comm's first calls pass undecided (not
 // on MPI_COMM_WORLD, never made per use, nor under a user's rule,
@@ -128,16 +115,23 @@ Remembered decide(const Call& c, MPI_Comm comm, std::optional<bool> commutative 
     if (config().log_level >= LogLevel::debug)
       log(LogLevel::debug, "%s%s: %s: %s", describe(shape).c_str(), pattern,
           std::string(choice.algorithm ? choice.algorithm->name : "library").c_str(), reason(choice, shape).c_str());
-    thin = !choice.untimed && thin_lead(choice);
+    // A thin lead on a count the profile timed (select.h kThinLead) is
+    // tried, and kept only where it does not trail there (when in doubt,
+    // pass through): Open MPI's rooted reduce of 512 B-1 KiB on 4 ranks,
+    // which two_level led by 1.12-1.16x in the profile, ran at 0.79-0.85
+    // of the library in OSU's timing loop; MPICH's allgather of 8-16 B and
+    // 512 B per rank first since a barrier, which two_level led by
+    // 1.27-1.40x on the slowest rank, ran at 0.64-0.79 of the library on
+    // OSU's average (the ranks' mean).
     tried = triable_call && choice.algorithm && choice.decision == Decision::model &&
-            (trial_timed || choice.untimed || thin);
-    thin = thin && tried;
+            (trial_timed || choice.untimed || choice.thin_lead);
+    thin = choice.thin_lead && tried;
     challenged = triable_call && !choice.algorithm && choice.challenger;
     chained = false;
     next = challenged ? queue_behind(choice, &chained) : 0;
     if (challenged) {
       tried = true;
-      thin = choice.thin_challenger;
+      thin = choice.thin_lead;
       return choice.challenger;
     }
     return choice.algorithm;
@@ -279,14 +273,14 @@ std::optional<int> take(const Call& c, MPI_Comm comm) {
 std::atomic<bool> g_barriers_matter{false};
 
 void count_buckets_for(const Tuning& t) {
+  auto whole = [](const std::vector<Rule>& rules) {
+    return std::all_of(rules.begin(), rules.end(),
+                       [](const Rule& r) { return r.lo == 0 && r.hi == std::numeric_limits<int64_t>::max(); });
+  };
   uint32_t bits = 0;
   for (int i = 0; i < collective_count; ++i) {
     // Reduce_scatter is remembered by the total of its counts (key_scatter_total).
     if (static_cast<Collective>(i) == Collective::reduce_scatter) continue;
-    auto whole = [](const std::vector<Rule>& rules) {
-      return std::all_of(rules.begin(), rules.end(),
-                         [](const Rule& r) { return r.lo == 0 && r.hi == std::numeric_limits<int64_t>::max(); });
-    };
     if (whole(t.defaults[i]) && whole(t.user[i])) bits |= 1u << i;
   }
   detail::g_count_buckets.store(bits, std::memory_order_relaxed);

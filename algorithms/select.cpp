@@ -223,7 +223,7 @@ void offer_challenger(Choice& c, std::span<const Algorithm* const> candidates, c
     if (m.measured && c.best && c.best_seconds > 0 && c.library_seconds > 0 &&
         c.best_seconds < kThinLead * c.library_seconds) {
       c.challenger = c.best;
-      c.thin_challenger = true;
+      c.thin_lead = true;
     }
     return;
   }
@@ -251,6 +251,12 @@ void offer_challenger(Choice& c, std::span<const Algorithm* const> candidates, c
   if (c.best && !c.best_behind && c.best != c.challenger && c.best != c.next_challenger &&
       c.best_seconds * 1.10 < c.library_seconds)
     c.third_challenger = c.best;
+}
+
+// The model's choice on a timed count, ahead of the library by less than kThinLead.
+bool model_leads_thinly(const Choice& c) {
+  return c.decision == Decision::model && !c.untimed && c.library_seconds > 0 && c.predicted_seconds > 0 &&
+         c.library_seconds < kThinLead * c.predicted_seconds;
 }
 
 // choose_among() without counting (explain() uses it too).
@@ -368,6 +374,7 @@ Choice decide(std::span<const Algorithm* const> candidates, const Shape& s, cons
     take(c, best, best_time);
   }
   if (!c.from_measurements) c.margin = formula_margin(s, m);
+  c.thin_lead = model_leads_thinly(c);
   offer_challenger(c, candidates, s, m);
   return c;
 }
@@ -501,7 +508,7 @@ std::string explain(const Shape& s, const Tuning& t, const CostModel& m) {
   }
   const Choice c = decide(algorithms_for(s.collective), s, t, m);  // explaining is not deciding: not counted
   out += "chosen: " + name_of(c.algorithm) + " (" + reason(c, s) + ")\n";
-  if (c.thin_challenger)
+  if (c.challenger && c.thin_lead)
     out += "the library kept, " + name_of(c.challenger) +
            " within 1.5x of it: unless VENEER_TRIAL=0, the job's first calls try it against the library (taken "
            "only if it leads by more than 10%)\n";

@@ -30,9 +30,10 @@ enum class Decision : uint8_t {
 
 // A lead the profile measured thin, on a rank count it timed: the side
 // that leads by less than this is not taken on the profile's word alone
-// (algorithms/trial.h). The model's choice so led is tried on the job's
-// own calls (TrialRole::thin); where the library so leads, the fastest
-// algorithm is tried against it as a challenger (Choice::thin_challenger).
+// (algorithms/trial.h, Choice::thin_lead). The model's choice so led is
+// tried on the job's own calls (TrialRole::thin); where the library so
+// leads, the fastest algorithm is tried against it as a challenger
+// (TrialRole::thin_challenger).
 // The calibration times back-to-back batches on its own job; an
 // application's pattern moves the times by more than such a lead.
 constexpr double kThinLead = 1.5;
@@ -79,12 +80,13 @@ struct Choice {
   // taken): the formulas' best, where it is neither of them and the
   // formulas give it a lead of more than 10% over the library.
   const Algorithm* third_challenger = nullptr;
-  // On a rank count the profile timed, where the library was kept by a
-  // thin lead (kThinLead) over `best`: `best` is the challenger, the only
-  // one. Open MPI's reduce of 16 B at 3 ranks, first since a barrier, which
-  // the library led by 1.2x in a 4-rank job's profile (timed on 3 of its
+  // On a rank count the profile timed, the side chosen leads the other by
+  // less than kThinLead: the model's choice over the library, or the
+  // library over `best`, which is then the challenger, the only one. Open
+  // MPI's reduce of 16 B at 3 ranks, first since a barrier, which the
+  // library led by 1.2x in a 4-rank job's profile (timed on 3 of its
   // ranks), ran 5x slower than binomial in a 3-rank job.
-  bool thin_challenger = false;
+  bool thin_lead = false;
 };
 
 Choice choose(const Shape& s, const Tuning& t, const CostModel& m);

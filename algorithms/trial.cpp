@@ -193,10 +193,9 @@ bool blocks_over_ranks(const Trial& t, const Hierarchy& h, std::vector<double>* 
 }
 
 // Whether the algorithm's median block, summed over the ranks (the ranks'
-// mean), is not longer than its opponent's (one allreduce, on every rank
-// alike); `summed`: the two medians.
-// `tie`: the factor it may trail by (kMeanTie where it leads the slowest
-// rank by more than kOverturn, else 1).
+// mean), is at most `tie` times its opponent's (kMeanTie where it leads the
+// slowest rank by more than kOverturn, else 1): one allreduce, on every
+// rank alike. `summed`: the two medians.
 bool not_behind_on_the_mean(const Trial& t, const Hierarchy& h, double tie, double summed[2] = nullptr) {
   std::vector<double> mine_sum, library_sum;
   if (!blocks_over_ranks(t, h, &mine_sum, &library_sum, MPI_SUM)) return false;

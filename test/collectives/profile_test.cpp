@@ -134,6 +134,14 @@ uint64_t calls_of(alg::Collective collective, std::string_view algorithm) {
   return 0;
 }
 
+// Whether `mine` is the same on every rank of comm (every rank ran the same side).
+bool same_on_every_rank(uint64_t mine, MPI_Comm comm) {
+  uint64_t lowest = 0, highest = 0;
+  PMPI_Allreduce(&mine, &lowest, 1, MPI_UINT64_T, MPI_MIN, comm);
+  PMPI_Allreduce(&mine, &highest, 1, MPI_UINT64_T, MPI_MAX, comm);
+  return lowest == highest;
+}
+
 // One MPI_Allreduce of 700 doubles (values varying with `round`, modulo
 // `modulus`) through Veneer on comm, checked against the library's.
 void allreduce_matches_library(MPI_Comm comm, int round, int modulus) {
@@ -946,7 +954,7 @@ TEST_F(ProfileLoading, AThinLeadOfTheLibrarysIsChallengedOnTheJobsCalls) {
                                     alg::cost_model());
   EXPECT_EQ(c.algorithm, nullptr);
   ASSERT_NE(c.challenger, nullptr);
-  EXPECT_TRUE(c.thin_challenger);
+  EXPECT_TRUE(c.thin_lead);
   EXPECT_EQ(c.next_challenger, nullptr);
   const alg::Algorithm* challenger = c.challenger;
   auto calls = [](const char* algorithm) { return calls_of(alg::Collective::allreduce, algorithm); };
@@ -968,10 +976,7 @@ TEST_F(ProfileLoading, AThinLeadOfTheLibrarysIsChallengedOnTheJobsCalls) {
     for (int round = 32; round < 38; ++round) allreduce_matches_library(comm, round, 11);
     const uint64_t after = calls(name.c_str());
     EXPECT_EQ(after, library_leads ? 16u : 22u);
-    uint64_t lowest = 0, highest = 0;
-    PMPI_Allreduce(&after, &lowest, 1, MPI_UINT64_T, MPI_MIN, comm);
-    PMPI_Allreduce(&after, &highest, 1, MPI_UINT64_T, MPI_MAX, comm);
-    EXPECT_EQ(lowest, highest) << "every rank runs the same side";
+    EXPECT_TRUE(same_on_every_rank(after, comm)) << "every rank runs the same side";
     PMPI_Comm_free(&comm);
   }
   // The challenger ahead on the slowest rank, behind on the ranks' mean:
@@ -1074,12 +1079,7 @@ class ChallengerChain : public ProfileLoading {
   static constexpr int kCount = 2048;  // doubles
   static constexpr int64_t kBytes = int64_t{kCount} * 8;
   static uint64_t calls(const char* algorithm) { return calls_of(alg::Collective::allreduce, algorithm); }
-  bool same_everywhere(uint64_t mine) const {
-    uint64_t lowest = 0, highest = 0;
-    PMPI_Allreduce(&mine, &lowest, 1, MPI_UINT64_T, MPI_MIN, comm_);
-    PMPI_Allreduce(&mine, &highest, 1, MPI_UINT64_T, MPI_MAX, comm_);
-    return lowest == highest;
-  }
+  bool same_everywhere(uint64_t mine) const { return same_on_every_rank(mine, comm_); }
   MPI_Comm comm_ = MPI_COMM_NULL;
 };
 

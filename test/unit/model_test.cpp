@@ -706,14 +706,14 @@ TEST(Model, ARankCountNotTimedKeepsTheLibraryWithoutAgreement) {
   EXPECT_FALSE(three.untimed);
   ASSERT_NE(three.challenger, nullptr);
   EXPECT_EQ(three.challenger->name, "binomial");
-  EXPECT_TRUE(three.thin_challenger);
+  EXPECT_TRUE(three.thin_lead);
   EXPECT_EQ(three.next_challenger, nullptr);
   EXPECT_EQ(three.third_challenger, nullptr);
   // A lead of 2x on a timed count is not tried: no challenger.
   const alg::CostModel wide = alg::cost_model_from_profile(bcast_ladder({{2, 1.6}, {3, 0.5}, {4, 2.0}}));
   EXPECT_FALSE(alg::choose(bcast_on(3), defaults(), wide).untimed);
   EXPECT_EQ(alg::choose(bcast_on(3), defaults(), wide).challenger, nullptr);
-  EXPECT_FALSE(six.thin_challenger);
+  EXPECT_FALSE(six.thin_lead);
   // Ahead within the spreads on one count: no agreement.
   const alg::CostModel close = alg::cost_model_from_profile(bcast_ladder({{2, 1.6}, {3, 1.05}, {4, 2.0}}));
   EXPECT_EQ(name(alg::choose(bcast_on(6), defaults(), close)), "library");
