@@ -96,6 +96,9 @@ Verdict trial_run(const Algorithm& a, const Call& c, const Hierarchy& h, uint8_t
 // whose lost pairs already rule that out ends its trial without running its
 // remaining blocks (looked at after every pair above 64 KiB a call, half way
 // below); one that won every pair by 1.5x at half way takes the shape there.
+// A trial of fewer than four pairs (calls above 128 KiB) asks a lead of
+// 1.5x; a challenger that won all of its pairs by less, but by more than
+// 10%, runs pairs up to four and is judged as a trial of four is.
 size_t pairs_to_win(size_t pairs);
 
 // Tests: every trial call of `a` counts `seconds` more on this rank (0: none;

@@ -1136,7 +1136,9 @@ TEST_F(ChallengerChain, AChallengerThatLeadsTheOneTakenTakesTheShape) {
 // its trial ends there, after two calls of each side, and the library
 // serves the shape. One that won the first pair (the library's calls made
 // to look slower) runs its second block and takes the shape after four
-// calls of each side. Every result is the library's, every rank alike.
+// calls of each side. One that won both pairs by less than 1.5x but more
+// than 10% runs two pairs more and is judged on four; one that won them by
+// less than 10% does not. Every result is the library's, every rank alike.
 TEST_F(ProfileLoading, ALargeCallsChallengerThatCannotWinStopsEarly) {
   if (world_size() < 2) GTEST_SKIP() << "one rank passes through";
   set_trial(nullptr);
@@ -1198,6 +1200,37 @@ TEST_F(ProfileLoading, ALargeCallsChallengerThatCannotWinStopsEarly) {
   for (int round = 8; round < 14; ++round) allreduce(comm, round);
   EXPECT_EQ(calls("two_level"), 10u);
   EXPECT_TRUE(same_everywhere(calls("two_level"), comm)) << "every rank runs the same side";
+  PMPI_Comm_free(&comm);
+
+  // Each side's calls made to look `library` and `mine` seconds a call.
+  auto handicapped_calls = [&](double library, double mine, int calls) {
+    comm = seen_duplicate();
+    alg::reset_collectives_counts();
+    alg::reset_trial_counts();
+    alg::handicap_for_testing(nullptr, library);
+    alg::handicap_for_testing(two_level, mine);
+    for (int round = 0; round < calls; ++round) allreduce(comm, round);
+    alg::no_handicaps_for_testing();
+  };
+  // Faster by 1.25x, too little to take the shape on two pairs: two more
+  // pairs (eight calls of each side), then two_level.
+  handicapped_calls(1.25, 1.0, 16);
+  EXPECT_EQ(calls("library"), 8u);
+  EXPECT_EQ(calls("two_level"), 8u);
+  EXPECT_EQ(alg::trial_counts().taken, 1u);
+  for (int round = 16; round < 20; ++round) allreduce(comm, round);
+  EXPECT_EQ(calls("two_level"), 12u);
+  EXPECT_TRUE(same_everywhere(calls("two_level"), comm)) << "every rank runs the same side";
+  PMPI_Comm_free(&comm);
+
+  // Faster by 1.05x, within the margin: no more pairs, the library.
+  handicapped_calls(1.05, 1.0, 8);
+  EXPECT_EQ(calls("library"), 4u);
+  EXPECT_EQ(calls("two_level"), 4u);
+  EXPECT_EQ(alg::trial_counts().not_taken, 1u);
+  for (int round = 8; round < 10; ++round) allreduce(comm, round);
+  EXPECT_EQ(calls("library"), 6u);
+  EXPECT_TRUE(same_everywhere(calls("library"), comm)) << "every rank runs the same side";
   PMPI_Comm_free(&comm);
   set_trial("0");
 }
