@@ -110,6 +110,8 @@ Remembered decide(const Call& c, MPI_Comm comm, std::optional<bool> commutative 
   // The challengers after (Remembered::next_challenger); `chained`: the
   // head is tried also where the first takes the pattern.
   uint8_t next = 0;
+  // What the challenger is tried against (1 + its index; 0 the library).
+  uint8_t incumbent = 0;
   auto decide_for = [&](const Shape& shape, const char* pattern) {
     const Choice choice = *pattern || commutative ? choose_variant(shape, *rules, *m) : choose(shape, *rules, *m);
     if (config().log_level >= LogLevel::debug)
@@ -129,10 +131,18 @@ Remembered decide(const Call& c, MPI_Comm comm, std::optional<bool> commutative 
     challenged = triable_call && !choice.algorithm && choice.challenger;
     chained = false;
     next = challenged ? queue_behind(choice, &chained) : 0;
+    incumbent = 0;
     if (challenged) {
       tried = true;
       thin = choice.thin_lead;
       return choice.challenger;
+    }
+    // The model's choice, thinly ahead of the next fastest: that one is
+    // tried against it (Choice::runner_up).
+    if (triable_call && !tried && choice.runner_up) {
+      tried = challenged = thin = true;
+      incumbent = static_cast<uint8_t>(candidate_index(choice.algorithm));
+      return choice.runner_up;
     }
     return choice.algorithm;
   };
@@ -142,6 +152,7 @@ Remembered decide(const Call& c, MPI_Comm comm, std::optional<bool> commutative 
     if (thin) r.challenged |= Remembered::thin_bit(condition);
     if (chained) r.chained |= static_cast<uint8_t>(1u << condition);
     r.next_challenger[condition] = next;
+    r.incumbent[condition] = incumbent;
   };
   Remembered out{.algorithm = decide_for(*s, ""), .collective = c.collective};
   note_trial(out, 0);
@@ -204,6 +215,14 @@ bool runs_as_decided(const Algorithm& a, const Call& c, const Hierarchy& h) {
   return eligible(a, *s);
 }
 
+// runs_as_decided() for the choice `a` of r's pattern `condition`, and,
+// where it is on trial, for its opponent, which runs half the calls.
+bool both_run_as_decided(const Remembered& r, uint8_t condition, const Algorithm& a, const Call& c,
+                         const Hierarchy& h) {
+  const Algorithm* opponent = (r.on_trial >> condition & 1u) ? r.incumbent_for(condition) : nullptr;
+  return runs_as_decided(a, c, h) && (!opponent || runs_as_decided(*opponent, c, h));
+}
+
 std::optional<int> take(const Call& c, MPI_Comm comm) {
   if (!config().collectives || comm == MPI_COMM_NULL) {
     count_call(c.collective, nullptr);
@@ -232,7 +251,7 @@ std::optional<int> take(const Call& c, MPI_Comm comm) {
   const uint8_t condition = known->condition(c.root);
   const Algorithm* a = known->for_root(c.root);
   const Hierarchy* h = known->hierarchy;  // (known may be the slot remember_decision refills)
-  if (a && !runs_as_decided(*a, c, *h)) {
+  if (a && !both_run_as_decided(*known, condition, *a, c, *h)) {
     count_call(c.collective, nullptr);
     return std::nullopt;
   }

@@ -259,6 +259,29 @@ bool model_leads_thinly(const Choice& c) {
          c.library_seconds < kThinLead * c.predicted_seconds;
 }
 
+// The candidates' second fastest, as decide() ranks them.
+struct Runner {
+  const Algorithm* algorithm = nullptr;
+  double seconds = std::numeric_limits<double>::infinity();
+  // `a`, timed `p`, before the fastest so far (`best`, timed `best_time`) is replaced by it where it is faster.
+  void offer(const Algorithm* a, const Prediction& p, const Algorithm* best, const Prediction& best_time) {
+    const Algorithm* slower = p.seconds < best_time.seconds ? best : a;
+    const double t = p.seconds < best_time.seconds ? best_time.seconds : p.seconds;
+    if (slower && t < seconds) {
+      algorithm = slower;
+      seconds = t;
+    }
+  }
+  // The runner-up to c (Choice::runner_up): on a count the profile timed
+  // (`measured`), behind the model's choice by less than kThinLead, where
+  // that choice's lead over the library is not itself thin.
+  const Algorithm* thinly_behind(const Choice& c, bool measured) const {
+    const bool thin = c.decision == Decision::model && measured && !c.untimed && !c.thin_lead && algorithm &&
+                      seconds < kThinLead * c.predicted_seconds;
+    return thin ? algorithm : nullptr;
+  }
+};
+
 // choose_among() without counting (explain() uses it too).
 Choice decide(std::span<const Algorithm* const> candidates, const Shape& s, const Tuning& t, const CostModel& m) {
   Choice c;
@@ -299,6 +322,7 @@ Choice decide(std::span<const Algorithm* const> candidates, const Shape& s, cons
 
   const Algorithm* best = nullptr;
   Prediction best_time;
+  Runner second;                           // the next fastest
   const Algorithm* best_behind = nullptr;  // the fastest of those left out
   Prediction best_behind_time;
   for (;;) {
@@ -316,6 +340,7 @@ Choice decide(std::span<const Algorithm* const> candidates, const Shape& s, cons
         }
         continue;
       }
+      second.offer(a, p, best, best_time);
       if (p.seconds < best_time.seconds) {
         best = a;
         best_time = p;
@@ -375,6 +400,7 @@ Choice decide(std::span<const Algorithm* const> candidates, const Shape& s, cons
   }
   if (!c.from_measurements) c.margin = formula_margin(s, m);
   c.thin_lead = model_leads_thinly(c);
+  c.runner_up = second.thinly_behind(c, series != nullptr);
   offer_challenger(c, candidates, s, m);
   return c;
 }
@@ -512,6 +538,10 @@ std::string explain(const Shape& s, const Tuning& t, const CostModel& m) {
     out += "the library kept, " + name_of(c.challenger) +
            " within 1.5x of it: unless VENEER_TRIAL=0, the job's first calls try it against the library (taken "
            "only if it leads by more than 10%)\n";
+  if (c.runner_up)
+    out += name_of(c.runner_up) + " within 1.5x of " + name_of(c.algorithm) +
+           ": unless VENEER_TRIAL=0, the job's first calls try it against " + name_of(c.algorithm) +
+           " (taken only if it leads by more than 10%)\n";
   if (c.untimed && (c.challenger || c.decision == Decision::model))
     out +=
         "not timed on this rank count: unless VENEER_TRIAL=0, the job's first calls try " +

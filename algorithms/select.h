@@ -87,6 +87,14 @@ struct Choice {
   // library led by 1.2x in a 4-rank job's profile (timed on 3 of its
   // ranks), ran 5x slower than binomial in a 3-rank job.
   bool thin_lead = false;
+  // On a rank count the profile timed, where the model's choice leads the
+  // library by kThinLead or more (so is not tried against it), the next
+  // fastest algorithm where the choice leads it by less than kThinLead: it
+  // is tried against the choice as a challenger to a thin lead is against
+  // the library (TrialRole::thin_challenger). Open MPI's allreduce of 1 MiB
+  // on 3 ranks, where a 4-rank job's profile put ring 3% ahead of lanes
+  // (timed on 3 of its ranks), ran 1.6x slower than lanes in a 3-rank job.
+  const Algorithm* runner_up = nullptr;
 };
 
 Choice choose(const Shape& s, const Tuning& t, const CostModel& m);

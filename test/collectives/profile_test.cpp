@@ -1016,6 +1016,75 @@ TEST_F(ProfileLoading, AThinLeadOfTheLibrarysIsChallengedOnTheJobsCalls) {
   set_trial("0");
 }
 
+// The model's choice thinly ahead of the next fastest on the count the
+// profile timed (trials at their default): two_level measured twice as fast
+// as the library, ring 1.25x slower than two_level. two_level is chosen
+// and not tried against the library (its lead is not thin); ring is tried
+// against it (Choice::runner_up), 16 calls of each side as a challenger to
+// the library is. Its calls made to look a second slower, two_level serves
+// the shape from then on; two_level's made so, ring does. Every result is
+// the library's, every rank alike. Where ring is 1.6x slower, it is not
+// tried, and two_level runs from the first call.
+TEST_F(ProfileLoading, TheRunnerUpToAThinLeadOverItIsTriedAgainstTheChoice) {
+  if (world_size() < 2) GTEST_SKIP() << "one rank passes through";
+  set_trial(nullptr);
+  auto profile = [](double ring_behind) {
+    topo::Profile p = profile_where("two_level");
+    for (topo::CollectivePoint& pt : p.collectives)
+      for (auto& [name, timing] : pt.times)
+        if (name == "ring") timing.median = timing.median / 2 * ring_behind;
+    return p;
+  };
+  ASSERT_EQ(load(file("runner_up.json", topo::profile_text(profile(1.25)))).info.status, ProfileStatus::loaded);
+  const topo::Hierarchy* world = topo::hierarchy(MPI_COMM_WORLD);
+  ASSERT_NE(world, nullptr);
+  const alg::Algorithm* two_level = alg::find_algorithm(alg::Collective::allreduce, "two_level");
+  const alg::Algorithm* ring = alg::find_algorithm(alg::Collective::allreduce, "ring");
+  ASSERT_NE(two_level, nullptr);
+  ASSERT_NE(ring, nullptr);
+  auto choice = [&] {
+    return alg::choose(alg::shape_of(alg::Collective::allreduce, 700 * 8, *world), alg::Tuning::from_env(),
+                       alg::cost_model());
+  };
+  const alg::Choice c = choice();
+  EXPECT_EQ(c.algorithm, two_level);
+  EXPECT_FALSE(c.thin_lead);
+  EXPECT_EQ(c.runner_up, ring);
+  auto calls = [](const char* algorithm) { return calls_of(alg::Collective::allreduce, algorithm); };
+  for (const bool choice_leads : {true, false}) {
+    SCOPED_TRACE(choice_leads ? "two_level leads" : "ring leads");
+    MPI_Comm comm = seen_duplicate();  // its own trials
+    alg::reset_collectives_counts();
+    alg::reset_trial_counts();
+    alg::no_handicaps_for_testing();
+    alg::handicap_for_testing(choice_leads ? ring : two_level, 1.0);
+    for (int round = 0; round < 32; ++round) allreduce_matches_library(comm, round, 11);
+    EXPECT_EQ(calls("ring"), 16u);
+    EXPECT_EQ(calls("two_level"), 16u);
+    EXPECT_EQ(calls("library"), 0u);
+    const alg::TrialCounts ended = alg::trial_counts();
+    EXPECT_EQ(ended.taken, choice_leads ? 0u : 1u);
+    EXPECT_EQ(ended.not_taken, choice_leads ? 1u : 0u);
+    alg::no_handicaps_for_testing();
+    for (int round = 32; round < 38; ++round) allreduce_matches_library(comm, round, 11);
+    const uint64_t after = calls(choice_leads ? "two_level" : "ring");
+    EXPECT_EQ(after, 22u);
+    EXPECT_TRUE(same_on_every_rank(after, comm)) << "every rank runs the same side";
+    PMPI_Comm_free(&comm);
+  }
+  ASSERT_EQ(load(file("runner_up_far.json", topo::profile_text(profile(1.6)))).info.status, ProfileStatus::loaded);
+  EXPECT_EQ(choice().runner_up, nullptr);
+  MPI_Comm comm = seen_duplicate();
+  alg::reset_collectives_counts();
+  alg::reset_trial_counts();
+  for (int round = 0; round < 20; ++round) allreduce_matches_library(comm, round, 11);
+  EXPECT_EQ(calls("two_level"), 20u);
+  const alg::TrialCounts none = alg::trial_counts();
+  EXPECT_EQ(none.taken + none.not_taken + none.kept + none.dropped, 0u);
+  PMPI_Comm_free(&comm);
+  set_trial("0");
+}
+
 // Two counts timed, neither this job's: two_level led on the nearer (one
 // rank more), ring on the farther (two more), so no algorithm led on both.
 // The job's calls try two_level first against the library, then ring,
