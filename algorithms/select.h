@@ -94,6 +94,7 @@ struct Choice {
   // the library (TrialRole::thin_challenger). Open MPI's allreduce of 1 MiB
   // on 3 ranks, where a 4-rank job's profile put ring 3% ahead of lanes
   // (timed on 3 of its ranks), ran 1.6x slower than lanes in a 3-rank job.
+  // Not for a call whose root moved.
   const Algorithm* runner_up = nullptr;
 };
 

@@ -1072,6 +1072,25 @@ TEST_F(ProfileLoading, TheRunnerUpToAThinLeadOverItIsTriedAgainstTheChoice) {
     EXPECT_TRUE(same_on_every_rank(after, comm)) << "every rank runs the same side";
     PMPI_Comm_free(&comm);
   }
+  // Not where the root moved: binomial twice as fast as the library from
+  // a rotating root, two_level 1.25x behind binomial, is chosen untried
+  // there; from a fixed root, two_level is tried against it.
+  topo::Profile rooted = profile(1.25);
+  topo::CollectivePoint pt = point_here("bcast", 4096, {});
+  pt.times.emplace_back("library", topo::Timing{8e-6, 0.02, 0, 0, 8e-6});
+  pt.times.emplace_back("binomial", topo::Timing{4e-6, 0.02, 0, 0, 4e-6});
+  pt.times.emplace_back("two_level", topo::Timing{5e-6, 0.02, 0, 0, 5e-6});
+  rooted.collectives.push_back(pt);
+  ASSERT_EQ(load(file("runner_up_rooted.json", topo::profile_text(rooted))).info.status, ProfileStatus::loaded);
+  alg::Shape bcast = alg::shape_of(alg::Collective::bcast, 4096, *world);
+  const alg::Choice fixed = alg::choose(bcast, alg::Tuning::from_env(), alg::cost_model());
+  EXPECT_EQ(fixed.algorithm, alg::find_algorithm(alg::Collective::bcast, "binomial"));
+  EXPECT_EQ(fixed.runner_up, alg::find_algorithm(alg::Collective::bcast, "two_level"));
+  bcast.moving_root = true;
+  const alg::Choice moved = alg::choose(bcast, alg::Tuning::from_env(), alg::cost_model());
+  EXPECT_EQ(moved.algorithm, fixed.algorithm);
+  EXPECT_EQ(moved.runner_up, nullptr);
+
   ASSERT_EQ(load(file("runner_up_far.json", topo::profile_text(profile(1.6)))).info.status, ProfileStatus::loaded);
   EXPECT_EQ(choice().runner_up, nullptr);
   MPI_Comm comm = seen_duplicate();
