@@ -317,24 +317,7 @@ Verdict settle(const Trial& t, const Call& c, const Hierarchy& h) {
   return v;
 }
 
-// Roots a block of a rotating root's calls covers (below).
-constexpr int kRootsABlockCovers = 8;
-
-// Calls a block of this trial runs. Where the root moved (condition 1),
-// the timed calls are a whole number of turns of the root over the ranks
-// (up to kRootsABlockCovers ranks): each rank's block then holds a call
-// from each root. A call from one root leaves the next root's call
-// waiting for its reduction, so a block that timed one root only charged
-// a side the lag of the call before it on the rank that waited: under
-// MPICH on 2 ranks, blocks of two 1 MiB calls (one timed, always from the
-// same root) put binomial's reduce at 434 us a call, which the model
-// check's batches (every root alike) timed at 230.
-int block_calls_for(const Call& c, uint8_t condition, int ranks) {
-  const int block = bytes_of(c) > kFullTrialBytes ? kLargeBlock : kBlock;
-  if (condition != 1 || ranks > kRootsABlockCovers) return block;
-  const int turns = (block - 1 + ranks - 1) / ranks;
-  return 1 + turns * ranks;
-}
+int block_calls_for(const Call& c) { return bytes_of(c) > kFullTrialBytes ? kLargeBlock : kBlock; }
 
 // Blocks of each side: VENEER_TRIAL calls (rounded up to whole blocks of
 // four) up to kFullTrialBytes a call, fewer above in proportion to the
@@ -418,7 +401,7 @@ Verdict trial_run(const Algorithm& a, const Call& c, const Hierarchy& h, uint8_t
       if (book.trials.size() >= kMaxTrials) return challenger ? Verdict::drop : Verdict::keep;
       it = book.trials.emplace(book.trials.end());
       it->key = key;
-      it->block_calls = block_calls_for(c, condition, h.size);
+      it->block_calls = block_calls_for(c);
       it->pairs = blocks_for(c);
     }
     if (it->verdict != Verdict::trying) return it->verdict;
