@@ -275,10 +275,11 @@ struct Runner {
   // The runner-up to c (Choice::runner_up): on a count the profile timed
   // (`measured`), behind the model's choice by less than kThinLead, where
   // that choice's lead over the library is not itself thin. Not where the
-  // root moved: there a trial's blocks of two large calls time one root
-  // only on 2 ranks, and under MPICH two_level's 1 MiB reduce from a
-  // rotating root led binomial by 2.3x in its trial and ran 2.1x slower
-  // than it in the model check.
+  // root moved: there a trial of two of Veneer's algorithms misjudged them
+  // (under MPICH on 2 ranks, two_level's 1 MiB reduce from a rotating root
+  // led binomial by 2.3x in its trial and ran 2.1x slower than it in the
+  // model check), and blocks that time every root alike misjudged the
+  // library against binomial on 3 ranks instead.
   const Algorithm* thinly_behind(const Choice& c, const Shape& s, bool measured) const {
     const bool thin = c.decision == Decision::model && measured && !c.untimed && !c.thin_lead && !s.moving_root &&
                       algorithm && seconds < kThinLead * c.predicted_seconds;
