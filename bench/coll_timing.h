@@ -280,10 +280,15 @@ inline double relative_median_error(const std::vector<double>& v) {
 struct SlowestRank {
   std::vector<double> medians, spreads;
 };
-inline SlowestRank slowest_rank(const std::vector<std::vector<double>>& samples, MPI_Comm comm = MPI_COMM_WORLD) {
+// `op` MPI_SUM: the ranks' mean instead (mean_over_ranks).
+inline SlowestRank slowest_rank(const std::vector<std::vector<double>>& samples, MPI_Comm comm = MPI_COMM_WORLD,
+                                MPI_Op op = MPI_MAX) {
   std::vector<double> flat;
   for (const auto& s : samples) flat.insert(flat.end(), s.begin(), s.end());
-  PMPI_Allreduce(MPI_IN_PLACE, flat.data(), static_cast<int>(flat.size()), MPI_DOUBLE, MPI_MAX, comm);
+  PMPI_Allreduce(MPI_IN_PLACE, flat.data(), static_cast<int>(flat.size()), MPI_DOUBLE, op, comm);
+  int ranks = 1;
+  if (op == MPI_SUM) PMPI_Comm_size(comm, &ranks);
+  for (double& x : flat) x /= ranks;
   SlowestRank out;
   size_t at = 0;
   for (const auto& s : samples) {
@@ -294,6 +299,12 @@ inline SlowestRank slowest_rank(const std::vector<std::vector<double>>& samples,
     out.spreads.push_back(relative_median_error(slowest));
   }
   return out;
+}
+
+// The same over the ranks' mean in each repetition (what OSU's benchmarks
+// report: each rank's average, averaged over the ranks).
+inline SlowestRank mean_over_ranks(const std::vector<std::vector<double>>& samples, MPI_Comm comm = MPI_COMM_WORLD) {
+  return slowest_rank(samples, comm, MPI_SUM);
 }
 
 }  // namespace veneer::bench
