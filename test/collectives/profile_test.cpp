@@ -175,6 +175,21 @@ MPI_Comm seen_duplicate() {
   return comm;
 }
 
+// A communicator of its own (its own trials) given its first `rounds` calls
+// of allreduce_matches_library, the collectives' and trials' counts reset
+// before, the side `slower` (nullptr: the library's calls) made to look a
+// second slower a call while they run.
+MPI_Comm first_rounds_with_slower(const alg::Algorithm* slower, int rounds) {
+  MPI_Comm comm = seen_duplicate();
+  alg::reset_collectives_counts();
+  alg::reset_trial_counts();
+  alg::no_handicaps_for_testing();
+  alg::handicap_for_testing(slower, 1.0);
+  for (int round = 0; round < rounds; ++round) allreduce_matches_library(comm, round, 11);
+  alg::no_handicaps_for_testing();
+  return comm;
+}
+
 // Runs load_profile with VENEER_PROFILE=path (on rank 0; `others` elsewhere),
 // capturing rank 0's log. Returns what it reported.
 struct Loaded {
@@ -907,19 +922,12 @@ TEST_F(ProfileLoading, AThinLeadOnATimedCountIsTriedOnTheJobsCalls) {
   ASSERT_NE(two_level, nullptr);
   for (const bool library_leads : {true, false}) {
     SCOPED_TRACE(library_leads ? "the library leads" : "two_level leads");
-    MPI_Comm comm = MPI_COMM_NULL;  // its own trials
-    comm = seen_duplicate();
-    alg::reset_collectives_counts();
-    alg::reset_trial_counts();
-    alg::no_handicaps_for_testing();
-    alg::handicap_for_testing(library_leads ? two_level : nullptr, 1.0);
-    for (int round = 0; round < 64; ++round) allreduce_matches_library(comm, round, 11);
+    MPI_Comm comm = first_rounds_with_slower(library_leads ? two_level : nullptr, 64);
     EXPECT_EQ(calls("two_level"), 32u);
     EXPECT_EQ(calls("library"), 32u);
     const alg::TrialCounts ended = alg::trial_counts();
     EXPECT_EQ(ended.dropped, library_leads ? 1u : 0u);
     EXPECT_EQ(ended.kept, library_leads ? 0u : 1u);
-    alg::no_handicaps_for_testing();
     for (int round = 64; round < 70; ++round) allreduce_matches_library(comm, round, 11);
     const uint64_t after = calls("two_level");
     EXPECT_EQ(after, library_leads ? 32u : 38u);
@@ -961,18 +969,12 @@ TEST_F(ProfileLoading, AThinLeadOfTheLibrarysIsChallengedOnTheJobsCalls) {
   const std::string name(challenger->name);
   for (const bool library_leads : {true, false}) {
     SCOPED_TRACE(library_leads ? "the library leads" : name + " leads");
-    MPI_Comm comm = seen_duplicate();  // its own trials
-    alg::reset_collectives_counts();
-    alg::reset_trial_counts();
-    alg::no_handicaps_for_testing();
-    alg::handicap_for_testing(library_leads ? challenger : nullptr, 1.0);
-    for (int round = 0; round < 32; ++round) allreduce_matches_library(comm, round, 11);
+    MPI_Comm comm = first_rounds_with_slower(library_leads ? challenger : nullptr, 32);
     EXPECT_EQ(calls(name.c_str()), 16u);
     EXPECT_EQ(calls("library"), 16u);
     const alg::TrialCounts ended = alg::trial_counts();
     EXPECT_EQ(ended.taken, library_leads ? 0u : 1u);
     EXPECT_EQ(ended.not_taken, library_leads ? 1u : 0u);
-    alg::no_handicaps_for_testing();
     for (int round = 32; round < 38; ++round) allreduce_matches_library(comm, round, 11);
     const uint64_t after = calls(name.c_str());
     EXPECT_EQ(after, library_leads ? 16u : 22u);
@@ -1053,19 +1055,13 @@ TEST_F(ProfileLoading, TheRunnerUpToAThinLeadOverItIsTriedAgainstTheChoice) {
   auto calls = [](const char* algorithm) { return calls_of(alg::Collective::allreduce, algorithm); };
   for (const bool choice_leads : {true, false}) {
     SCOPED_TRACE(choice_leads ? "two_level leads" : "ring leads");
-    MPI_Comm comm = seen_duplicate();  // its own trials
-    alg::reset_collectives_counts();
-    alg::reset_trial_counts();
-    alg::no_handicaps_for_testing();
-    alg::handicap_for_testing(choice_leads ? ring : two_level, 1.0);
-    for (int round = 0; round < 32; ++round) allreduce_matches_library(comm, round, 11);
+    MPI_Comm comm = first_rounds_with_slower(choice_leads ? ring : two_level, 32);
     EXPECT_EQ(calls("ring"), 16u);
     EXPECT_EQ(calls("two_level"), 16u);
     EXPECT_EQ(calls("library"), 0u);
     const alg::TrialCounts ended = alg::trial_counts();
     EXPECT_EQ(ended.taken, choice_leads ? 0u : 1u);
     EXPECT_EQ(ended.not_taken, choice_leads ? 1u : 0u);
-    alg::no_handicaps_for_testing();
     for (int round = 32; round < 38; ++round) allreduce_matches_library(comm, round, 11);
     const uint64_t after = calls(choice_leads ? "two_level" : "ring");
     EXPECT_EQ(after, 22u);
