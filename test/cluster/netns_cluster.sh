@@ -24,6 +24,8 @@ usage: $me [options] -- PROGRAM [ARGS...]
        $me [options] --check
   --hosts LIST     ranks per pretend host, e.g. 2,2 or 2,1 (default 2,2)
   --rate RATE      link rate of every host, as tc writes it (1gbit, 500mbit), or none (default 1gbit)
+  --burst BYTES    the links' token bucket: bytes that may leave at once, above the rate
+                   (default: 2 ms of the rate, at least 64 KiB)
   --mpi FLAVOR     openmpi or mpich (default: what --launcher or mpirun says it is)
   --launcher PATH  mpirun / mpiexec to use (default mpirun, or mpiexec.mpich for mpich)
   --mpicc PATH     compiler for --check (default: the flavor's mpicc)
@@ -51,6 +53,7 @@ say() { [ "$verbose" = 1 ] && echo "$me: $*" >&2; return 0; }
 
 hosts_spec=2,2
 rate=1gbit
+burst=
 flavor=
 launcher=
 mpicc=
@@ -63,6 +66,7 @@ while [ $# -gt 0 ]; do
   case $1 in
     --hosts) [ $# -ge 2 ] || bad_usage "missing value after $1"; hosts_spec=$2; shift 2 ;;
     --rate) [ $# -ge 2 ] || bad_usage "missing value after $1"; rate=$2; shift 2 ;;
+    --burst) [ $# -ge 2 ] || bad_usage "missing value after $1"; burst=$2; shift 2 ;;
     --bind-to) [ $# -ge 2 ] || bad_usage "missing value after $1"; bind=$2; shift 2 ;;
     --map-by) [ $# -ge 2 ] || bad_usage "missing value after $1"; map_by=$2; shift 2 ;;
     --mpi) [ $# -ge 2 ] || bad_usage "missing value after $1"; flavor=$2; shift 2 ;;
@@ -80,6 +84,7 @@ if [ "$check" = 1 ] && [ $# -gt 0 ]; then bad_usage "--check takes no program"; 
 if [ "$check" = 0 ] && [ $# -eq 0 ]; then bad_usage "no program given (or --check)"; fi
 [[ $hosts_spec =~ ^[1-9][0-9]*(,[1-9][0-9]*)*$ ]] || bad_usage "--hosts wants a list like 2,1, not '$hosts_spec'"
 [[ $map_by =~ ^(slot|node)$ ]] || bad_usage "--map-by wants slot or node, not '$map_by'"
+[ -z "$burst" ] || [[ $burst =~ ^[1-9][0-9]*$ ]] || bad_usage "--burst wants bytes, not '$burst'"
 [[ $limit =~ ^[1-9][0-9]*$ ]] || bad_usage "--timeout wants whole seconds, not '$limit'"
 IFS=, read -r -a slots <<<"$hosts_spec"
 [ "${#slots[@]}" -le 250 ] || bad_usage "at most 250 hosts"
@@ -212,9 +217,12 @@ new_namespace() {
 # rate leaves it; the bucket holds about 2 ms of traffic (at least 64 KiB).
 shape() {
   [ "$rate_bits" -gt 0 ] || return 0
-  local burst=$((rate_bits / 8 / 500))
-  [ "$burst" -ge 65536 ] || burst=65536
-  tc -n "$1" qdisc add dev "$2" root tbf rate "$rate" burst "$burst" latency 50ms
+  local bucket=$burst
+  if [ -z "$bucket" ]; then
+    bucket=$((rate_bits / 8 / 500))
+    [ "$bucket" -ge 65536 ] || bucket=65536
+  fi
+  tc -n "$1" qdisc add dev "$2" root tbf rate "$rate" burst "$bucket" latency 50ms
 }
 
 run_dir=$(mktemp -d "/tmp/veneer-cluster-$$-XXXXXX") || skip "cannot make a directory in /tmp"

@@ -1215,14 +1215,15 @@ TEST_F(ChallengerChain, AChallengerThatLeadsTheOneTakenTakesTheShape) {
 }
 
 // Calls above 64 KiB (256 KiB here) on a rank count the profile did not
-// time: blocks of two calls, two of each side. A challenger that lost the
-// first pair (its calls made to look a second slower) cannot win both, so
-// its trial ends there, after two calls of each side, and the library
-// serves the shape. One that won the first pair (the library's calls made
-// to look slower) runs its second block and takes the shape after four
-// calls of each side. One that won both pairs by less than 1.5x but more
-// than 10% runs two pairs more and is judged on four; one that won them by
-// less than 10% does not. Every result is the library's, every rank alike.
+// time: an untimed block of two calls of each side, then timed blocks of
+// two calls, two of each side. A challenger that lost the first timed pair
+// (its calls made to look a second slower) cannot win both, so its trial
+// ends there, after four calls of each side, and the library serves the
+// shape. One that won the first pair (the library's calls made to look
+// slower) runs its second block and takes the shape after six calls of
+// each side. One that won both pairs by less than 1.5x but more than 10%
+// runs two pairs more and is judged on four; one that won them by less
+// than 10% does not. Every result is the library's, every rank alike.
 TEST_F(ProfileLoading, ALargeCallsChallengerThatCannotWinStopsEarly) {
   if (world_size() < 2) GTEST_SKIP() << "one rank passes through";
   set_trial(nullptr);
@@ -1264,25 +1265,25 @@ TEST_F(ProfileLoading, ALargeCallsChallengerThatCannotWinStopsEarly) {
     alg::no_handicaps_for_testing();
   };
 
-  // Slower: two calls of each side, then the library.
-  first_calls(two_level, 4);
-  EXPECT_EQ(calls("library"), 2u);
-  EXPECT_EQ(calls("two_level"), 2u);
+  // Slower: the warm-up and one timed block of each side, then the library.
+  first_calls(two_level, 8);
+  EXPECT_EQ(calls("library"), 4u);
+  EXPECT_EQ(calls("two_level"), 4u);
   EXPECT_EQ(alg::trial_counts().not_taken, 1u);
   EXPECT_EQ(alg::trial_counts().taken, 0u);
-  for (int round = 4; round < 10; ++round) allreduce(comm, round);
-  EXPECT_EQ(calls("two_level"), 2u);
-  EXPECT_EQ(calls("library"), 8u);
+  for (int round = 8; round < 14; ++round) allreduce(comm, round);
+  EXPECT_EQ(calls("two_level"), 4u);
+  EXPECT_EQ(calls("library"), 10u);
   EXPECT_TRUE(same_everywhere(calls("two_level"), comm)) << "every rank runs the same side";
   PMPI_Comm_free(&comm);
 
-  // Faster: four calls of each side, then two_level.
-  first_calls(nullptr, 8);
-  EXPECT_EQ(calls("library"), 4u);
-  EXPECT_EQ(calls("two_level"), 4u);
+  // Faster: six calls of each side, then two_level.
+  first_calls(nullptr, 12);
+  EXPECT_EQ(calls("library"), 6u);
+  EXPECT_EQ(calls("two_level"), 6u);
   EXPECT_EQ(alg::trial_counts().taken, 1u);
-  for (int round = 8; round < 14; ++round) allreduce(comm, round);
-  EXPECT_EQ(calls("two_level"), 10u);
+  for (int round = 12; round < 18; ++round) allreduce(comm, round);
+  EXPECT_EQ(calls("two_level"), 12u);
   EXPECT_TRUE(same_everywhere(calls("two_level"), comm)) << "every rank runs the same side";
   PMPI_Comm_free(&comm);
 
@@ -1297,23 +1298,43 @@ TEST_F(ProfileLoading, ALargeCallsChallengerThatCannotWinStopsEarly) {
     alg::no_handicaps_for_testing();
   };
   // Faster by 1.25x, too little to take the shape on two pairs: two more
-  // pairs (eight calls of each side), then two_level.
-  handicapped_calls(1.25, 1.0, 16);
-  EXPECT_EQ(calls("library"), 8u);
-  EXPECT_EQ(calls("two_level"), 8u);
+  // pairs (ten calls of each side), then two_level.
+  handicapped_calls(1.25, 1.0, 20);
+  EXPECT_EQ(calls("library"), 10u);
+  EXPECT_EQ(calls("two_level"), 10u);
   EXPECT_EQ(alg::trial_counts().taken, 1u);
-  for (int round = 16; round < 20; ++round) allreduce(comm, round);
-  EXPECT_EQ(calls("two_level"), 12u);
+  for (int round = 20; round < 24; ++round) allreduce(comm, round);
+  EXPECT_EQ(calls("two_level"), 14u);
   EXPECT_TRUE(same_everywhere(calls("two_level"), comm)) << "every rank runs the same side";
   PMPI_Comm_free(&comm);
 
-  // Faster by 1.05x, within the margin: no more pairs, the library.
-  handicapped_calls(1.05, 1.0, 8);
-  EXPECT_EQ(calls("library"), 4u);
-  EXPECT_EQ(calls("two_level"), 4u);
-  EXPECT_EQ(alg::trial_counts().not_taken, 1u);
-  for (int round = 8; round < 10; ++round) allreduce(comm, round);
+  // The warm-up blocks are not timed: two_level's made to look a second
+  // slower a call, and the library's timed calls half a second, two_level
+  // takes the shape on its two timed pairs.
+  comm = seen_duplicate();
+  alg::reset_collectives_counts();
+  alg::reset_trial_counts();
+  for (int round = 0; round < 12; ++round) {
+    if (round == 0) alg::handicap_for_testing(two_level, 1.0);
+    if (round == 4) {
+      alg::handicap_for_testing(two_level, 0);
+      alg::handicap_for_testing(nullptr, 0.5);
+    }
+    allreduce(comm, round);
+  }
+  alg::no_handicaps_for_testing();
   EXPECT_EQ(calls("library"), 6u);
+  EXPECT_EQ(calls("two_level"), 6u);
+  EXPECT_EQ(alg::trial_counts().taken, 1u);
+  PMPI_Comm_free(&comm);
+
+  // Faster by 1.05x, within the margin: no more pairs, the library.
+  handicapped_calls(1.05, 1.0, 12);
+  EXPECT_EQ(calls("library"), 6u);
+  EXPECT_EQ(calls("two_level"), 6u);
+  EXPECT_EQ(alg::trial_counts().not_taken, 1u);
+  for (int round = 12; round < 14; ++round) allreduce(comm, round);
+  EXPECT_EQ(calls("library"), 8u);
   EXPECT_TRUE(same_everywhere(calls("library"), comm)) << "every rank runs the same side";
   PMPI_Comm_free(&comm);
   set_trial("0");
