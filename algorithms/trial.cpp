@@ -40,7 +40,7 @@ struct Trial {
   TrialKey key;
   int calls = 0;        // calls of this key so far, on every rank alike
   int block_calls = 0;  // calls per block (block_calls_for)
-  int warm_blocks = 0;  // untimed blocks before the first timed one (warm_blocks_for)
+  int warm_calls = 0;   // untimed calls of each side before the first block (warm_calls_for)
   int pairs = 0;        // block pairs the trial runs (blocks of each side)
   Verdict verdict = Verdict::trying;
   double block = 0;                   // seconds of the current block so far
@@ -318,10 +318,30 @@ Verdict settle(const Trial& t, const Call& c, const Hierarchy& h) {
   return v;
 }
 
-int block_calls_for(const Call& c) { return bytes_of(c) > kFullTrialBytes ? kLargeBlock : kBlock; }
+// Roots a block of a rotating root's calls covers (below).
+constexpr int kRootsABlockCovers = 8;
 
-// Untimed blocks a trial runs first, one of each side, above
-// kFullTrialBytes a call: the first large calls of a shape are slow on
+// Calls a block of this trial runs. Where the root moved (condition 1),
+// the timed calls are a whole number of turns of the root over the ranks
+// (up to kRootsABlockCovers ranks): each rank's block then holds a call
+// from each root, and times what a rotating root costs a call, which
+// rests in part on the call before it (a root that returned early waits
+// in the next call). Timed one call a block, a trial's ratio of the two
+// sides was a median 1.22x off the one the model check's batches then
+// measured under MPICH on 2 ranks (1.13x under Open MPI on 4, 1.15x on 3),
+// and pointed the wrong way by more than 10% in 6 of 153 trials; timed
+// over whole turns, 1.06x (1.09x, 1.14x), and 2 of 150 (broadcasts and
+// reduces from a rotating root, 16 B-1 MiB, 2-4 ranks, both MPIs, three
+// checks each).
+int block_calls_for(const Call& c, uint8_t condition, int ranks) {
+  const int block = bytes_of(c) > kFullTrialBytes ? kLargeBlock : kBlock;
+  if (condition != 1 || ranks > kRootsABlockCovers) return block;
+  const int turns = (block - 1 + ranks - 1) / ranks;
+  return 1 + turns * ranks;
+}
+
+// Untimed calls a trial runs first on each side (one side's, then the
+// other's), above kFullTrialBytes a call: the first large calls of a shape are slow on
 // whichever side makes them (the library's own buffers and the pages of a
 // message touched afresh), and a block of two calls times its second
 // while that is not over. Under Open MPI on 2 ranks, in OSU's timing loop,
@@ -330,7 +350,7 @@ int block_calls_for(const Call& c) { return bytes_of(c) > kFullTrialBytes ? kLar
 // second, took the shape at 105 us and ran at 0.87x of the library. Below,
 // a block's first untimed call is warm-up enough, and a trial of small
 // calls costs its job little more than its blocks.
-int warm_blocks_for(const Call& c) { return bytes_of(c) > kFullTrialBytes ? 2 : 0; }
+int warm_calls_for(const Call& c) { return bytes_of(c) > kFullTrialBytes ? kLargeBlock : 0; }
 
 // Blocks of each side: VENEER_TRIAL calls (rounded up to whole blocks of
 // four) up to kFullTrialBytes a call, fewer above in proportion to the
@@ -405,7 +425,7 @@ Verdict trial_run(const Algorithm& a, const Call& c, const Hierarchy& h, uint8_t
   auto find = [&] {
     return std::find_if(book.trials.begin(), book.trials.end(), [&](const Trial& t) { return t.key == key; });
   };
-  int call = 0, block_calls = kBlock, warm = 0, pairs = 0;
+  int call = 0, block_calls = kBlock, warm = 0, pairs = 0;  // warm: untimed calls of each side
   {
     std::lock_guard<std::mutex> guard(book.lock);
     auto it = find();
@@ -414,24 +434,26 @@ Verdict trial_run(const Algorithm& a, const Call& c, const Hierarchy& h, uint8_t
       if (book.trials.size() >= kMaxTrials) return challenger ? Verdict::drop : Verdict::keep;
       it = book.trials.emplace(book.trials.end());
       it->key = key;
-      it->block_calls = block_calls_for(c);
-      it->warm_blocks = warm_blocks_for(c);
+      it->block_calls = block_calls_for(c, condition, h.size);
+      it->warm_calls = warm_calls_for(c);
       it->pairs = blocks_for(c);
     }
     if (it->verdict != Verdict::trying) return it->verdict;
     call = it->calls++;
     block_calls = it->block_calls;
-    warm = it->warm_blocks;
+    warm = it->warm_calls;
     pairs = it->pairs;
   }
   // Blocks alternate algorithm, library, library, algorithm, ... so that a
-  // trend across the calls weighs on both sides alike; the warm-up blocks
-  // before them (warm_blocks_for) run one side, then the other.
-  const int block = call / block_calls - warm, position = call % block_calls;
+  // trend across the calls weighs on both sides alike; the warm-up calls
+  // before them (warm_calls_for) run one side, then the other (block -2, -1).
+  const int timed_call = call - 2 * warm;
+  const int block = timed_call < 0 ? (call < warm ? -2 : -1) : timed_call / block_calls;
+  const int position = timed_call < 0 ? 0 : timed_call % block_calls;
   // The model's own choice runs the first block (the library's, against a
   // challenger), so that a shape the job calls a few times only, as a code
   // whose counts change from call to call does, runs what the model chose.
-  const bool algorithm_side = (block < 0 ? block == -warm : (block + 1) / 2 % 2 == 0) != challenger;
+  const bool algorithm_side = (block < 0 ? block == -2 : (block + 1) / 2 % 2 == 0) != challenger;
   double seconds = 0;
   *ran = timed(algorithm_side ? &a : opponent, c, h, &seconds);
   if (block < 0) return Verdict::trying;
@@ -450,7 +472,7 @@ Verdict trial_run(const Algorithm& a, const Call& c, const Hierarchy& h, uint8_t
     // A pair is complete after every odd block (the order above): every
     // pair of a large call's trial is looked at, half way for a small one's.
     const bool check =
-        !last && challenger && block % 2 == 1 && (block_calls == kLargeBlock || block == 2 * (pairs / 2) - 1);
+        !last && challenger && block % 2 == 1 && (bytes_of(c) > kFullTrialBytes || block == 2 * (pairs / 2) - 1);
     if (!last && !check) return Verdict::trying;
     done = *it;
   }

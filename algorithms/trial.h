@@ -4,7 +4,9 @@
 // algorithms where the library was allowed) is confirmed on the
 // application's own calls before it is kept. The first calls of each
 // distinct shape on a communicator run in blocks of four (two above 64 KiB
-// a call, after an untimed block of each side to warm both), the
+// a call, after an untimed block of each side to warm both; where the
+// root moves on every call, on up to 8 ranks, whole turns of the root over
+// the ranks after the first call), the
 // algorithm's and the library's alternating, each timed on
 // every rank over all but its first call; after VENEER_TRIAL calls of each
 // side (rounded up to whole blocks of four; fewer above 64 KiB a call), one
