@@ -90,6 +90,11 @@ constexpr size_t kMaxTrials = 512;
 std::mutex g_books_lock;  // making a hierarchy's book
 std::atomic<uint64_t> g_kept{0}, g_dropped{0}, g_taken{0}, g_not_taken{0};
 
+// Trials ended with both sides' medians (trial_records()), the last kMaxRecords.
+constexpr size_t kMaxRecords = 256;
+std::mutex g_records_lock;
+std::vector<TrialRecord> g_records;
+
 TrialBook& book_of(const Hierarchy& h) {
   std::lock_guard<std::mutex> guard(g_books_lock);
   if (!h.trials) h.trials = std::make_shared<TrialBook>();
@@ -232,6 +237,22 @@ int64_t bytes_of(const Call& c) {
   return static_cast<int64_t>(size) * c.count;
 }
 
+// Notes t's end: both sides' medians of their blocks (seconds a block), and
+// whether the algorithm serves the shape after it.
+void record(const Trial& t, const Call& c, double mine, double opponent, bool taken) {
+  const double per_call = 1.0 / (t.block_calls - 1);
+  std::lock_guard<std::mutex> guard(g_records_lock);
+  if (g_records.size() >= kMaxRecords) g_records.erase(g_records.begin());
+  g_records.push_back({.collective = c.collective,
+                       .bytes = bytes_of(c),
+                       .condition = t.key.condition,
+                       .algorithm = t.key.algorithm,
+                       .opponent = t.key.opponent,
+                       .seconds = mine * per_call,
+                       .opponent_seconds = opponent * per_call,
+                       .taken = taken});
+}
+
 // The block pairs a short trial (large calls, fewer than four pairs) runs
 // to where its challenger won every pair by a lead too thin to take the
 // shape on so few (above kOverturn, below kDecisive); it is then judged as
@@ -296,6 +317,7 @@ Verdict settle(const Trial& t, const Call& c, const Hierarchy& h) {
   if ((thin || t.key.role == TrialRole::thin_challenger) && keep)
     keep = not_behind_on_the_mean(t, h, slowest[0] * kOverturn < slowest[1] ? kMeanTie : 1.0, summed);
   const Verdict v = keep ? Verdict::keep : Verdict::drop;
+  record(t, c, slowest[0], slowest[1], keep);
   if (challenger) (keep ? g_taken : g_not_taken).fetch_add(1, std::memory_order_relaxed);
   else (keep ? g_kept : g_dropped).fetch_add(1, std::memory_order_relaxed);
   if (h.rank == 0 && config().log_level >= LogLevel::info) {
@@ -386,6 +408,7 @@ Verdict stop_early(const Trial& t, const Call& c, const Hierarchy& h) {
   if (agreed && n >= 2 && wins == n && leads_by(t, median(mine), median(library), kDecisive) &&
       (t.key.role != TrialRole::thin_challenger || not_behind_on_the_mean(t, h, kMeanTie))) {
     g_taken.fetch_add(1, std::memory_order_relaxed);
+    record(t, c, median(mine), median(library), true);
     if (h.rank == 0 && config().log_level >= LogLevel::info) {
       const double per_call = 1e6 / (t.block_calls - 1);
       log(LogLevel::info,
@@ -399,6 +422,7 @@ Verdict stop_early(const Trial& t, const Call& c, const Hierarchy& h) {
   }
   if (agreed && wins + (total - n) >= pairs_to_win(total)) return Verdict::trying;
   g_not_taken.fetch_add(1, std::memory_order_relaxed);
+  if (agreed && n > 0) record(t, c, median(mine), median(library), false);
   if (h.rank == 0 && config().log_level >= LogLevel::info) {
     log(LogLevel::info,
         "trial: %s of %lld bytes on %d ranks%s: %s lost %zu of the first %zu block pairs to %s (each "
@@ -519,6 +543,16 @@ void reset_trial_counts() {
   g_dropped.store(0, std::memory_order_relaxed);
   g_taken.store(0, std::memory_order_relaxed);
   g_not_taken.store(0, std::memory_order_relaxed);
+}
+
+std::vector<TrialRecord> trial_records() {
+  std::lock_guard<std::mutex> guard(g_records_lock);
+  return g_records;
+}
+
+void reset_trial_records() {
+  std::lock_guard<std::mutex> guard(g_records_lock);
+  g_records.clear();
 }
 
 std::string trial_counts_text() {

@@ -50,6 +50,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "algorithms/algorithm.h"
 #include "algorithms/collectives.h"
@@ -124,5 +125,24 @@ void reset_trial_counts();
 // "2 kept, 1 returned to the library; 1 challenger taken, 3 not", or empty
 // where no trial ended.
 std::string trial_counts_text();
+
+// A trial that ended with both sides' medians (each block's slowest rank,
+// per call), for a check of the trials against steady batches
+// (veneer-model-check): what was tried, against what (nullptr: the
+// library), in which pattern (as trial_run numbers them), and the verdict.
+struct TrialRecord {
+  Collective collective = Collective::allreduce;
+  int64_t bytes = 0;
+  uint8_t condition = 0;
+  const Algorithm* algorithm = nullptr;
+  const Algorithm* opponent = nullptr;
+  double seconds = 0;           // the algorithm's median block, per call
+  double opponent_seconds = 0;  // the opponent's
+  bool taken = false;           // the algorithm serves the shape after it
+};
+// The records of this process's trials since reset_trial_records() (the
+// last 256 of them).
+std::vector<TrialRecord> trial_records();
+void reset_trial_records();
 
 }  // namespace veneer::algorithms

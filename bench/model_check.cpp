@@ -42,6 +42,7 @@
 #include "algorithms/collectives.h"
 #include "algorithms/measured.h"
 #include "algorithms/select.h"
+#include "algorithms/trial.h"
 #include "algorithms/tuning.h"
 #include "bench/coll_timing.h"
 #include "bench/layouts.h"
@@ -289,6 +290,15 @@ struct Row {
   // The same on the ranks' mean (collectives; 0: not timed so): the
   // automatic choice's, and the fastest forced choice's by that measure.
   double mean_auto = 0, mean_best = 0;
+  // The trials that ended on this shape's calls in its pattern, each beside
+  // the forced batches of its two sides: the opponent's time over the
+  // algorithm's, as the trial measured it and as the batches did.
+  struct TrialCheck {
+    std::string algorithm, opponent;
+    double trial_ratio = 0, batch_ratio = 0;
+    bool taken = false;
+  };
+  std::vector<TrialCheck> trials;
   double ratio() const { return auto_seconds / best_seconds; }
   double mean_ratio() const { return mean_auto / mean_best; }
 };
@@ -317,6 +327,10 @@ void print_row(const Row& r) {
     all += " " + r.choices[k] + " " + us(r.seconds[k]) + (r.choices[k] == r.best_name ? "*" : "");
   if (r.calls_most > r.calls) std::printf("%s  (%d-%d calls per batch)\n", all.c_str(), r.calls, r.calls_most);
   else std::printf("%s  (%d calls per batch)\n", all.c_str(), r.calls);
+  for (const Row::TrialCheck& t : r.trials)
+    std::printf("    trial: %s against %s, %s's time over its %.2fx, in the batches %.2fx; then %s\n",
+                t.algorithm.c_str(), t.opponent.c_str(), t.opponent.c_str(), t.trial_ratio, t.batch_ratio,
+                (t.taken ? t.algorithm : t.opponent).c_str());
   std::fflush(stdout);
 }
 
@@ -334,6 +348,15 @@ void write_json(std::FILE* f, const Row& r) {
     std::fprintf(f, ",\"auto_mean_us\":%.4f,\"best_mean_us\":%.4f", r.mean_auto * 1e6, r.mean_best * 1e6);
   std::fprintf(f, ",\"calls_per_batch\":%d", r.calls);
   if (r.calls_most > r.calls) std::fprintf(f, ",\"calls_per_batch_most\":%d", r.calls_most);
+  if (!r.trials.empty()) {
+    std::fprintf(f, ",\"trials\":[");
+    for (size_t k = 0; k < r.trials.size(); ++k)
+      std::fprintf(
+          f, "%s{\"algorithm\":\"%s\",\"opponent\":\"%s\",\"trial_ratio\":%.4f,\"batch_ratio\":%.4f,\"taken\":%s}",
+          k ? "," : "", r.trials[k].algorithm.c_str(), r.trials[k].opponent.c_str(), r.trials[k].trial_ratio,
+          r.trials[k].batch_ratio, r.trials[k].taken ? "true" : "false");
+    std::fprintf(f, "]");
+  }
   std::fprintf(f, ",\"forced_us\":{");
   for (size_t k = 0; k < r.choices.size(); ++k)
     std::fprintf(f, "%s\"%s\":%.4f", k ? "," : "", r.choices[k].c_str(), r.seconds[k] * 1e6);
@@ -390,6 +413,31 @@ void note(const std::string& what) {
   if (g_rank == 0) std::printf("    note: %s\n", what.c_str());
 }
 
+// The trials of collective c's `bytes` in pattern `condition` (as trial.h
+// numbers them) that ended since reset_trial_records(), each beside the
+// forced batches of r of its two sides (both must have been timed).
+std::vector<Row::TrialCheck> trials_beside_batches(Collective c, int64_t bytes, uint8_t condition, const Row& r) {
+  auto batch = [&](const std::string& name) {
+    for (size_t k = 0; k < r.choices.size(); ++k)
+      if (r.choices[k] == name) return r.seconds[k];
+    return 0.0;
+  };
+  std::vector<Row::TrialCheck> out;
+  for (const alg::TrialRecord& t : alg::trial_records()) {
+    if (t.collective != c || t.bytes != bytes || t.condition != condition || t.seconds <= 0) continue;
+    Row::TrialCheck k;
+    k.algorithm = std::string(t.algorithm->name);
+    k.opponent = t.opponent ? std::string(t.opponent->name) : std::string("library");
+    const double mine = batch(k.algorithm), theirs = batch(k.opponent);
+    if (mine <= 0 || theirs <= 0) continue;
+    k.trial_ratio = t.opponent_seconds / t.seconds;
+    k.batch_ratio = theirs / mine;
+    k.taken = t.taken;
+    out.push_back(k);
+  }
+  return out;
+}
+
 // One collective shape on comm (collective over MPI_COMM_WORLD: every rank
 // calls it, on its own `comm`). nullopt when Veneer would not take such a call.
 std::optional<Row> check_collective(Collective c, int64_t target, MPI_Comm comm, const char* comm_name,
@@ -403,6 +451,7 @@ std::optional<Row> check_collective(Collective c, int64_t target, MPI_Comm comm,
   for (const alg::Algorithm* a : alg::algorithms_for(c))
     if (alg::eligible(*a, *shape)) choices.emplace_back(a->name);
   const std::string label = std::string(alg::collective_name(c)) + " " + std::to_string(w.bytes) + " B on " + comm_name;
+  alg::reset_trial_records();  // this shape's trials (trials_beside_batches)
 
   // The library's result, then every choice once through Veneer against it,
   // counting which algorithm actually ran.
@@ -525,6 +574,7 @@ std::optional<Row> check_collective(Collective c, int64_t target, MPI_Comm comm,
   const std::vector<double> means = bench::mean_over_ranks(samples).medians;
   r.mean_auto = means[0];
   r.mean_best = *std::min_element(means.begin() + 1, means.end());
+  r.trials = trials_beside_batches(c, w.bytes, rotate ? 1 : barrier ? 2 : 0, r);
   return r;
 }
 
@@ -685,6 +735,28 @@ double geomean(const std::vector<double>& v) {
   return v.empty() ? 1 : std::exp(s / static_cast<double>(v.size()));
 }
 
+// The trials beside the batches (Row::trials): how far a trial's ratio of
+// its two sides is from the batches' (geometric: the median of
+// max(trial/batch, batch/trial)), and how many pointed the other way by
+// more than 10% each (a side ahead in the trial, behind in the batches).
+void summarize_trials(const std::vector<Row>& rows) {
+  std::vector<double> off;
+  size_t wrong = 0, taken = 0;
+  for (const Row& r : rows)
+    for (const Row::TrialCheck& t : r.trials) {
+      off.push_back(std::fabs(std::log(t.trial_ratio / t.batch_ratio)));
+      wrong += (t.trial_ratio > 1.10 && t.batch_ratio < 1 / 1.10) || (t.trial_ratio < 1 / 1.10 && t.batch_ratio > 1.10);
+      taken += t.taken;
+    }
+  if (off.empty()) return;
+  std::sort(off.begin(), off.end());
+  const double p90 = off[std::min(off.size() - 1, off.size() * 9 / 10)];
+  std::printf(
+      "  trials on these calls: %zu ended (%zu taken); their ratio of the two sides against the forced batches': "
+      "%.2fx off (median), %.2fx (90th percentile), %zu of %zu the other way by more than 10%%\n",
+      off.size(), taken, std::exp(bench::median_of(off)), std::exp(p90), wrong, off.size());
+}
+
 void summarize(const std::vector<Row>& rows, double elapsed) {
   size_t within = 0, collectives = 0;
   double penalty = 0, slowdown = 0;
@@ -793,6 +865,7 @@ void summarize(const std::vector<Row>& rows, double elapsed) {
                   r.same_seconds > 0 ? r.same_seconds / r.best_seconds : r.ratio());
     picks += part;
   }
+  summarize_trials(rows);
   if (!twins.empty()) {
     double sum = 0, most = 0;
     for (double t : twins) {
