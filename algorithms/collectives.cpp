@@ -311,7 +311,14 @@ void seen_undecided(const Call& c, MPI_Comm comm) {
 }
 
 void note_barrier(MPI_Comm comm) {
-  if (const Hierarchy* h = topology::cached_hierarchy(comm)) h->barriers.fetch_add(1, std::memory_order_relaxed);
+  if (std::atomic<uint64_t>* barriers = noted_barriers(comm)) [[likely]] {
+    barriers->fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  if (const Hierarchy* h = topology::cached_hierarchy(comm)) {
+    h->barriers.fetch_add(1, std::memory_order_relaxed);
+    note_barriers_of(comm, &h->barriers);
+  }
 }
 
 std::optional<int> allreduce(const void* sbuf, void* rbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm) {

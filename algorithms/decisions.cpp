@@ -18,6 +18,7 @@ namespace veneer::algorithms {
 namespace detail {
 constinit thread_local Table* t_table [[gnu::tls_model("initial-exec")]] = nullptr;
 }  // namespace detail
+constinit thread_local NotedBarriers t_noted_barriers [[gnu::tls_model("initial-exec")]];
 
 namespace {
 
@@ -82,6 +83,7 @@ void forget_communicator(MPI_Comm comm) {
       }
     }
   }
+  if (t_noted_barriers.comm == handle_key(comm)) t_noted_barriers = {};
   if (CommFreedHook hook = g_freed_hook.load(std::memory_order_acquire)) hook(comm);
 }
 
@@ -141,6 +143,14 @@ bool watch_communicator(MPI_Comm comm) {
   int found = 0;
   if (PMPI_Comm_get_attr(comm, keyval, &value, &found) != MPI_SUCCESS) return false;
   return found || PMPI_Comm_set_attr(comm, keyval, nullptr) == MPI_SUCCESS;
+}
+
+bool note_barriers_of(MPI_Comm comm, std::atomic<uint64_t>* barriers) {
+  const uint64_t epoch = detail::epoch();
+  hold_communicator_state();
+  if (!watch_communicator(comm)) return false;
+  t_noted_barriers = {.comm = handle_key(comm), .epoch = epoch, .barriers = barriers};
+  return true;
 }
 
 void decisions_finalize() {

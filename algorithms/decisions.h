@@ -132,6 +132,11 @@ struct Remembered {
     next_challenger[condition] = 0;
     if (!keep) set_choice(condition, incumbent[condition]);
     incumbent[condition] = 0;
+    // Nothing left on trial and the library for every pattern: the call no
+    // longer depends on its pattern, and goes the quick way (the root and
+    // the barriers unnoted; in OSU's timing loop the noting cost a small
+    // broadcast after every barrier 10-20 ns).
+    if (!on_trial && !algorithm && !moving && !after_barrier) varies = 0;
   }
   // The choice for pattern `condition` (as condition() numbers them).
   const Algorithm* alternative_for(uint8_t condition) const {
@@ -357,5 +362,25 @@ using CommFreedHook = void (*)(MPI_Comm);
 void set_comm_freed_hook(CommFreedHook hook);
 // Frees the keyval (at MPI_Finalize); decisions are forgotten.
 void decisions_finalize();
+
+// The barrier count (topology::Hierarchy::barriers) of the communicator
+// this thread last noted a barrier on (algorithms::note_barrier), so that
+// the next barrier on it counts without asking the library for the
+// communicator's hierarchy (an attribute lookup: 40-50 ns under Open MPI,
+// on every barrier of OSU's timing loop). It holds in the epoch it was
+// noted in, and only for a watched communicator, whose free clears it
+// (forget_communicator) or moves the epoch.
+struct NotedBarriers {
+  uint64_t comm = 0, epoch = 0;  // epochs start at 1: an empty note never holds
+  std::atomic<uint64_t>* barriers = nullptr;
+};
+extern thread_local constinit NotedBarriers t_noted_barriers [[gnu::tls_model("initial-exec")]];
+// comm's barrier count as noted in this epoch, or null.
+[[gnu::always_inline]] inline std::atomic<uint64_t>* noted_barriers(MPI_Comm comm) {
+  const NotedBarriers& n = t_noted_barriers;
+  return n.comm == handle_key(comm) && n.epoch == detail::epoch() ? n.barriers : nullptr;
+}
+// Notes `barriers` as comm's count, where comm is watched (false: not noted).
+bool note_barriers_of(MPI_Comm comm, std::atomic<uint64_t>* barriers);
 
 }  // namespace veneer::algorithms

@@ -377,8 +377,22 @@ int main(int argc, char** argv) {
                         },
                         [] {}});
   // Last: where a decision above depends on whether a barrier came before
-  // the call, Veneer's MPI_Barrier notes each barrier on the communicator.
+  // the call, Veneer's MPI_Barrier notes each barrier on the communicator;
+  // and OSU's timing loop, a barrier after every call (both through the
+  // same side's entry points).
   collective.push_back({"barrier", false, [&](bool v) { (v ? MPI_Barrier : PMPI_Barrier)(MPI_COMM_WORLD); }, [] {}});
+  collective.push_back({"bcast 8 B root 0 + barrier", false,
+                        [&](bool v) {
+                          (v ? MPI_Bcast : PMPI_Bcast)(small, 8, MPI_BYTE, 0, MPI_COMM_WORLD);
+                          (v ? MPI_Barrier : PMPI_Barrier)(MPI_COMM_WORLD);
+                        },
+                        [] {}});
+  collective.push_back({"reduce 4 B root 0 + barrier", false,
+                        [&](bool v) {
+                          (v ? MPI_Reduce : PMPI_Reduce)(&one, &sum, 1, MPI_INT, MPI_SUM, 0, MPI_COMM_WORLD);
+                          (v ? MPI_Barrier : PMPI_Barrier)(MPI_COMM_WORLD);
+                        },
+                        [] {}});
 
   if (g_rank == 0)
     std::printf(

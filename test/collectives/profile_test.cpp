@@ -618,6 +618,27 @@ TEST_F(ProfileLoading, TheFirstCallAfterABarrierGetsTheWinnerBetweenBarriers) {
   EXPECT_EQ(count("library"), 6u);
   EXPECT_EQ(count("ring"), 4u);
   PMPI_Comm_free(&other);
+
+  // A barrier counts on its own communicator's hierarchy, noted per thread
+  // (algorithms::note_barrier) until the communicator is freed: on one made
+  // after it (its handle often the freed one's), the first allgather after
+  // a barrier runs ring again, the second the library.
+  for (int made = 0; made < 2; ++made) {
+    MPI_Comm comm = seen_duplicate();
+    allgather(comm);  // decides
+    alg::reset_collectives_counts();
+    ASSERT_EQ(MPI_Barrier(comm), MPI_SUCCESS);
+    allgather(comm);
+    allgather(comm);
+    EXPECT_EQ(count("ring"), 1u) << "communicator " << made;
+    EXPECT_EQ(count("library"), 1u) << "communicator " << made;
+    ASSERT_EQ(MPI_Barrier(comm), MPI_SUCCESS);
+    ASSERT_EQ(MPI_Barrier(MPI_COMM_WORLD), MPI_SUCCESS);  // another communicator's, noted in turn
+    ASSERT_EQ(MPI_Barrier(comm), MPI_SUCCESS);
+    allgather(comm);
+    EXPECT_EQ(count("ring"), 2u) << "communicator " << made;
+    PMPI_Comm_free(&comm);
+  }
 }
 
 // A profile whose point-to-point section says Veneer pays up to `intra` bytes

@@ -406,6 +406,43 @@ TEST(Decisions, ForgottenWhenTheCommunicatorIsFreed) {
   }
 }
 
+// A trial's end (Remembered::settle): where nothing is left on trial and
+// the library serves every pattern, the decision no longer depends on the
+// call's pattern (`varies` cleared: the interposer's quick way, the root
+// and the barriers unnoted); where a pattern keeps an algorithm, it still
+// does. Both ways, what each pattern runs is what the trials left.
+TEST(Decisions, TheLibraryForEveryPatternAfterTheTrialsVariesNoMore) {
+  const auto list = alg::algorithms_for(Collective::bcast);
+  ASSERT_FALSE(list.empty());
+  const alg::Algorithm* binomial = alg::find_algorithm(Collective::bcast, "binomial");
+  ASSERT_NE(binomial, nullptr);
+  uint8_t index = 0;
+  for (size_t i = 0; i < list.size(); ++i)
+    if (list[i] == binomial) index = static_cast<uint8_t>(i + 1);
+  // The model's choice for the first call since a barrier on trial, the
+  // library for the call's own pattern.
+  alg::Remembered r{.algorithm = nullptr, .collective = Collective::bcast};
+  r.varies = alg::Remembered::first_since_barrier;
+  r.after_barrier = index;
+  r.on_trial = 1u << 2;
+  alg::Remembered kept = r, dropped = r;
+  kept.settle(2, true);
+  EXPECT_EQ(kept.on_trial, 0);
+  EXPECT_EQ(kept.varies, alg::Remembered::first_since_barrier);
+  EXPECT_EQ(kept.alternative_for(2), binomial);
+  dropped.settle(2, false);
+  EXPECT_EQ(dropped.on_trial, 0);
+  EXPECT_EQ(dropped.varies, 0);
+  EXPECT_EQ(dropped.alternative_for(2), nullptr);
+  EXPECT_EQ(dropped.alternative_for(0), nullptr);
+  // Another pattern still on trial: it still varies.
+  alg::Remembered pending = r;
+  pending.on_trial |= 1u << 0;
+  pending.settle(2, false);
+  EXPECT_EQ(pending.on_trial, 1u);
+  EXPECT_EQ(pending.varies, alg::Remembered::first_since_barrier);
+}
+
 // Decisions about derived types are remembered too (a collective on them
 // then costs a lookup), and forgotten when any watched type is freed: its
 // handle may come back as a type of another size, on which the ranks must
