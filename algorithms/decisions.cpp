@@ -83,7 +83,8 @@ void forget_communicator(MPI_Comm comm) {
       }
     }
   }
-  if (t_noted_barriers.comm == handle_key(comm)) t_noted_barriers = {};
+  for (NotedBarriers::Entry& e : t_noted_barriers.entries)
+    if (e.comm == handle_key(comm)) e = {};
   if (CommFreedHook hook = g_freed_hook.load(std::memory_order_acquire)) hook(comm);
 }
 
@@ -149,7 +150,8 @@ bool note_barriers_of(MPI_Comm comm, std::atomic<uint64_t>* barriers) {
   const uint64_t epoch = detail::epoch();
   hold_communicator_state();
   if (!watch_communicator(comm)) return false;
-  t_noted_barriers = {.comm = handle_key(comm), .epoch = epoch, .barriers = barriers};
+  NotedBarriers& n = t_noted_barriers;
+  n.entries[n.next++ % n.entries.size()] = {.comm = handle_key(comm), .epoch = epoch, .barriers = barriers};
   return true;
 }
 

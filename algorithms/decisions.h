@@ -363,24 +363,33 @@ void set_comm_freed_hook(CommFreedHook hook);
 // Frees the keyval (at MPI_Finalize); decisions are forgotten.
 void decisions_finalize();
 
-// The barrier count (topology::Hierarchy::barriers) of the communicator
-// this thread last noted a barrier on (algorithms::note_barrier), so that
-// the next barrier on it counts without asking the library for the
-// communicator's hierarchy (an attribute lookup: 40-50 ns under Open MPI,
-// on every barrier of OSU's timing loop). It holds in the epoch it was
-// noted in, and only for a watched communicator, whose free clears it
-// (forget_communicator) or moves the epoch.
+// The barrier counts (topology::Hierarchy::barriers) of the last few
+// communicators this thread noted a barrier on (algorithms::note_barrier),
+// so that the next barrier on one counts without asking the library for
+// the communicator's hierarchy (an attribute lookup: 40-50 ns under Open
+// MPI, on every barrier of OSU's timing loop). A few, not one: a code
+// with row and column communicators alternates its barriers between them.
+// A note holds in the epoch it was made in, and only for a watched
+// communicator, whose free clears it (forget_communicator) or moves the
+// epoch.
 struct NotedBarriers {
-  uint64_t comm = 0, epoch = 0;  // epochs start at 1: an empty note never holds
-  std::atomic<uint64_t>* barriers = nullptr;
+  struct Entry {
+    uint64_t comm = 0, epoch = 0;  // epochs start at 1: an empty entry never holds
+    std::atomic<uint64_t>* barriers = nullptr;
+  };
+  std::array<Entry, 4> entries{};
+  unsigned next = 0;
 };
 extern thread_local constinit NotedBarriers t_noted_barriers [[gnu::tls_model("initial-exec")]];
 // comm's barrier count as noted in this epoch, or null.
 [[gnu::always_inline]] inline std::atomic<uint64_t>* noted_barriers(MPI_Comm comm) {
-  const NotedBarriers& n = t_noted_barriers;
-  return n.comm == handle_key(comm) && n.epoch == detail::epoch() ? n.barriers : nullptr;
+  const uint64_t key = handle_key(comm), epoch = detail::epoch();
+  for (const NotedBarriers::Entry& e : t_noted_barriers.entries)
+    if (e.comm == key && e.epoch == epoch) return e.barriers;
+  return nullptr;
 }
-// Notes `barriers` as comm's count, where comm is watched (false: not noted).
+// Notes `barriers` as comm's count over the oldest entry, where comm is
+// watched (false: not noted).
 bool note_barriers_of(MPI_Comm comm, std::atomic<uint64_t>* barriers);
 
 }  // namespace veneer::algorithms

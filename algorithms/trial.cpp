@@ -471,6 +471,7 @@ Verdict trial_run(const Algorithm& a, const Call& c, const Hierarchy& h, uint8_t
   // Blocks alternate algorithm, library, library, algorithm, ... so that a
   // trend across the calls weighs on both sides alike; the warm-up calls
   // before them (warm_calls_for) run one side, then the other (block -2, -1).
+  const bool large = warm > 0;  // above kFullTrialBytes a call (warm_calls_for)
   const int timed_call = call - 2 * warm;
   const int block = timed_call < 0 ? (call < warm ? -2 : -1) : timed_call / block_calls;
   const int position = timed_call < 0 ? 0 : timed_call % block_calls;
@@ -495,8 +496,7 @@ Verdict trial_run(const Algorithm& a, const Call& c, const Hierarchy& h, uint8_t
     last = block + 1 >= 2 * pairs;
     // A pair is complete after every odd block (the order above): every
     // pair of a large call's trial is looked at, half way for a small one's.
-    const bool check =
-        !last && challenger && block % 2 == 1 && (bytes_of(c) > kFullTrialBytes || block == 2 * (pairs / 2) - 1);
+    const bool check = !last && challenger && block % 2 == 1 && (large || block == 2 * (pairs / 2) - 1);
     if (!last && !check) return Verdict::trying;
     done = *it;
   }

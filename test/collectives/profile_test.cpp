@@ -639,6 +639,23 @@ TEST_F(ProfileLoading, TheFirstCallAfterABarrierGetsTheWinnerBetweenBarriers) {
     EXPECT_EQ(count("ring"), 2u) << "communicator " << made;
     PMPI_Comm_free(&comm);
   }
+  // Barriers alternating between two communicators (rows and columns):
+  // each counts on its own.
+  MPI_Comm rows = seen_duplicate(), columns = seen_duplicate();
+  allgather(rows);  // decides
+  allgather(columns);
+  alg::reset_collectives_counts();
+  for (int k = 0; k < 3; ++k) {
+    ASSERT_EQ(MPI_Barrier(rows), MPI_SUCCESS);
+    allgather(columns);  // no barrier on columns since its last call: the library
+    ASSERT_EQ(MPI_Barrier(columns), MPI_SUCCESS);
+    allgather(rows);     // ring
+    allgather(columns);  // ring
+  }
+  EXPECT_EQ(count("ring"), 6u);
+  EXPECT_EQ(count("library"), 3u);
+  PMPI_Comm_free(&rows);
+  PMPI_Comm_free(&columns);
 }
 
 // A profile whose point-to-point section says Veneer pays up to `intra` bytes
