@@ -112,8 +112,16 @@ Remembered decide(const Call& c, MPI_Comm comm, std::optional<bool> commutative 
   uint8_t next = 0;
   // What the challenger is tried against (1 + its index; 0 the library).
   uint8_t incumbent = 0;
-  auto decide_for = [&](const Shape& shape, const char* pattern) {
-    const Choice choice = *pattern || commutative ? choose_variant(shape, *rules, *m) : choose(shape, *rules, *m);
+  auto decide_for = [&](const Shape& shape, const char* pattern, uint8_t condition) {
+    Choice choice = *pattern || commutative ? choose_variant(shape, *rules, *m) : choose(shape, *rules, *m);
+    // Where the model kept the library, what won beside this shape on the
+    // job's own calls is tried first (trial.h, neighbours_winner).
+    bool first_asked = false;
+    if (triable_call && !choice.algorithm && choice.decision == Decision::library_kept &&
+        try_first(choice, neighbours_winner(c, *h, condition, &first_asked), shape) && first_asked && h->rank == 0 &&
+        config().log_level >= LogLevel::info)
+      log(LogLevel::info, "%s%s: %s, which won beside it on this communicator, is tried first against the library",
+          describe(shape).c_str(), pattern, std::string(choice.challenger->name).c_str());
     if (config().log_level >= LogLevel::debug)
       log(LogLevel::debug, "%s%s: %s: %s", describe(shape).c_str(), pattern,
           std::string(choice.algorithm ? choice.algorithm->name : "library").c_str(), reason(choice, shape).c_str());
@@ -154,26 +162,27 @@ Remembered decide(const Call& c, MPI_Comm comm, std::optional<bool> commutative 
     r.next_challenger[condition] = next;
     r.incumbent[condition] = incumbent;
   };
-  Remembered out{.algorithm = decide_for(*s, ""), .collective = c.collective};
+  Remembered out{.algorithm = decide_for(*s, "", 0), .collective = c.collective};
   note_trial(out, 0);
   // The alternative for a variant of the call's pattern: 1 + its index, 0
   // the library; nullopt where it is the same choice and neither is on
   // trial (a trial on one pattern says nothing of another: a rotating
   // root's verdict would decide the calls between barriers).
   const bool own_on_trial = out.on_trial != 0;
-  auto alternative = [&](Shape variant, bool Shape::*pattern, const char* name) -> std::optional<uint8_t> {
+  auto alternative = [&](Shape variant, bool Shape::*pattern, const char* name,
+                         uint8_t condition) -> std::optional<uint8_t> {
     variant.*pattern = true;
-    const Algorithm* a = decide_for(variant, name);
+    const Algorithm* a = decide_for(variant, name, condition);
     if (a == out.algorithm && !tried && !own_on_trial) return std::nullopt;
     return static_cast<uint8_t>(candidate_index(a));
   };
   if (c.collective == Collective::bcast || c.collective == Collective::reduce)
-    if (auto k = alternative(*s, &Shape::moving_root, ", root moved")) {
+    if (auto k = alternative(*s, &Shape::moving_root, ", root moved", 1)) {
       out.varies |= Remembered::moved_root;
       out.moving = *k;
       note_trial(out, 1);
     }
-  if (auto k = alternative(*s, &Shape::after_barrier, ", first since a barrier")) {
+  if (auto k = alternative(*s, &Shape::after_barrier, ", first since a barrier", 2)) {
     out.varies |= Remembered::first_since_barrier;
     out.after_barrier = *k;
     note_trial(out, 2);

@@ -416,6 +416,27 @@ Choice choose(const Shape& s, const Tuning& t, const CostModel& m) {
   return choose_among(algorithms_for(s.collective), s, t, m);
 }
 
+bool try_first(Choice& c, const Algorithm* a, const Shape& s) {
+  if (!a || c.algorithm || c.decision != Decision::library_kept || !allows(c.rule, "library") || c.challenger == a ||
+      !allows(c.rule, a->name) || !offered(*a, s))
+    return false;
+  // `a`, then the challengers named, each once, three at most (what a
+  // decision queues: Remembered::next_challenger).
+  const std::array<const Algorithm*, 4> order{a, c.challenger, c.next_challenger, c.third_challenger};
+  std::array<const Algorithm*, 3> queue{};
+  size_t n = 0;
+  for (const Algorithm* x : order)
+    if (x && n < queue.size() &&
+        std::find(queue.begin(), queue.begin() + static_cast<std::ptrdiff_t>(n), x) ==
+            queue.begin() + static_cast<std::ptrdiff_t>(n))
+      queue[n++] = x;
+  c.challenger = queue[0];
+  c.next_challenger = queue[1];
+  c.next_against_first = false;  // the first challenger named, where `a` was not taken
+  c.third_challenger = queue[2];
+  return true;
+}
+
 Choice choose_among(std::span<const Algorithm* const> candidates, const Shape& s, const Tuning& t, const CostModel& m) {
   Choice c = decide(candidates, s, t, m);
   count(c);

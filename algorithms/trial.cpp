@@ -43,6 +43,7 @@ struct Trial {
   int warm_calls = 0;   // untimed calls of each side before the first block (warm_calls_for)
   int pairs = 0;        // block pairs the trial runs (blocks of each side)
   Verdict verdict = Verdict::trying;
+  double lead = 0;                    // at the verdict: the opponent's median block over the algorithm's
   double block = 0;                   // seconds of the current block so far
   std::vector<double> mine, library;  // seconds per finished block
 };
@@ -79,13 +80,26 @@ constexpr double kMeanTie = 1.03;
 // order on every rank (MPI leaves it to the application to order them across
 // threads), so the lock only guards the list against another thread's
 // lookup; no MPI call is made while it is held.
+//
+// `neighbours`: what neighbours_winner() answered for each shape it was
+// asked about, given again on every later asking.
+struct NeighbourAnswer {
+  DecisionKey call;
+  uint8_t condition = 0;
+  const Algorithm* winner = nullptr;
+};
 struct TrialBook {
   std::mutex lock;
   std::vector<Trial> trials;
+  std::vector<NeighbourAnswer> neighbours;
 };
 // More distinct shapes than this on one communicator are not tried (every
 // rank meets the same shapes in the same order, so all stop at the same one).
 constexpr size_t kMaxTrials = 512;
+// How far apart in bytes (either way) a trial's shape may be from a shape
+// that neighbours_winner() answers for: the calibration's ladder of sizes
+// steps by 8x.
+constexpr double kNeighbourSpan = 8;
 
 std::mutex g_books_lock;  // making a hierarchy's book
 std::atomic<uint64_t> g_kept{0}, g_dropped{0}, g_taken{0}, g_not_taken{0};
@@ -107,22 +121,23 @@ bool named(MPI_Datatype t) {
   return combiner && *combiner == MPI_COMBINER_NAMED;
 }
 
-TrialKey key_of(const Call& c, uint8_t condition, const Algorithm& a, const Algorithm* opponent, TrialRole role) {
-  TrialKey k{.call = decision_key(c, MPI_COMM_NULL),
-             .condition = condition,
-             .algorithm = &a,
-             .opponent = opponent,
-             .role = role};
-  // Not the root (a rotating root is one shape), nor MPI_IN_PLACE (a
-  // reduce's root's alone), nor the send side of an in-place allgather or
-  // alltoall (not read, and may differ between ranks).
-  k.call.root = 0;
-  k.call.in_place = false;
+// The call's decision key as every rank of the communicator has it: not
+// the root (a rotating root is one shape), nor MPI_IN_PLACE (a reduce's
+// root's alone), nor the send side of an in-place allgather or alltoall
+// (not read, and may differ between ranks).
+DecisionKey shape_key(const Call& c) {
+  DecisionKey k = decision_key(c, MPI_COMM_NULL);
+  k.root = 0;
+  k.in_place = false;
   if (c.sbuf == MPI_IN_PLACE) {
-    k.call.stype = MPI_DATATYPE_NULL;
-    k.call.scount = 0;
+    k.stype = MPI_DATATYPE_NULL;
+    k.scount = 0;
   }
   return k;
+}
+
+TrialKey key_of(const Call& c, uint8_t condition, const Algorithm& a, const Algorithm* opponent, TrialRole role) {
+  return {.call = shape_key(c), .condition = condition, .algorithm = &a, .opponent = opponent, .role = role};
 }
 
 double median(std::vector<double> v) {
@@ -274,7 +289,7 @@ std::string opponent_name(const Trial& t) {
   return t.key.opponent ? std::string(t.key.opponent->name) : std::string("library");
 }
 
-Verdict settle(const Trial& t, const Call& c, const Hierarchy& h) {
+Verdict settle(const Trial& t, const Call& c, const Hierarchy& h, double* lead) {
   std::vector<double> mine, library;
   // Where the allreduce failed there is no measurement to go by: the opponent serves the shape.
   if (!blocks_over_ranks(t, h, &mine, &library)) return Verdict::drop;
@@ -283,6 +298,7 @@ Verdict settle(const Trial& t, const Call& c, const Hierarchy& h) {
   const size_t wins = pairs_won(mine, library);
   const double per_call = 1.0 / (t.block_calls - 1);
   const bool challenger = is_challenger(t.key.role);
+  *lead = slowest[0] > 0 ? slowest[1] / slowest[0] : 0;
   if (earns_more_pairs(t, n, wins, slowest)) {
     if (h.rank == 0 && config().log_level >= LogLevel::info)
       log(LogLevel::info,
@@ -400,10 +416,11 @@ int blocks_for(const Call& c) {
 //   shape there: the rest of its trial would only run the opponent's
 //   slower calls.
 // So a trial whose verdict is plain costs the job half its calls.
-Verdict stop_early(const Trial& t, const Call& c, const Hierarchy& h) {
+Verdict stop_early(const Trial& t, const Call& c, const Hierarchy& h, double* lead) {
   std::vector<double> mine, library;
   const bool agreed = blocks_over_ranks(t, h, &mine, &library);
   const size_t n = mine.size(), wins = agreed ? pairs_won(mine, library) : 0;
+  *lead = agreed && n > 0 && median(mine) > 0 ? median(library) / median(mine) : 0;
   const size_t total = static_cast<size_t>(t.pairs);
   if (agreed && n >= 2 && wins == n && leads_by(t, median(mine), median(library), kDecisive) &&
       (t.key.role != TrialRole::thin_challenger || not_behind_on_the_mean(t, h, kMeanTie))) {
@@ -500,7 +517,8 @@ Verdict trial_run(const Algorithm& a, const Call& c, const Hierarchy& h, uint8_t
     if (!last && !check) return Verdict::trying;
     done = *it;
   }
-  const Verdict v = last ? settle(done, c, h) : stop_early(done, c, h);
+  double lead = 0;
+  const Verdict v = last ? settle(done, c, h, &lead) : stop_early(done, c, h, &lead);
   std::lock_guard<std::mutex> guard(book.lock);
   auto it = find();
   if (v == Verdict::trying) {
@@ -509,6 +527,7 @@ Verdict trial_run(const Algorithm& a, const Call& c, const Hierarchy& h, uint8_t
   }
   if (it != book.trials.end()) {
     it->verdict = v;
+    it->lead = lead;
     it->mine = {};
     it->library = {};
   }
@@ -516,6 +535,65 @@ Verdict trial_run(const Algorithm& a, const Call& c, const Hierarchy& h, uint8_t
 }
 
 size_t pairs_to_win(size_t pairs) { return (3 * pairs + 3) / 4; }
+
+namespace {
+// Bytes of a shape key's calls (its type's size times its count).
+int64_t key_bytes(const DecisionKey& k) {
+  int size = 0;
+  if (k.type != MPI_DATATYPE_NULL) PMPI_Type_size(k.type, &size);
+  return static_cast<int64_t>(size) * k.count;
+}
+
+// The winner among `book`'s ended trials for shapes like `k` in pattern
+// `condition` (book.lock held), nullptr where none: of the shapes within
+// kNeighbourSpan in bytes whose trials ended, the nearest (the later at
+// equal distance), and of its trials in their order, the algorithm last
+// taken or kept by a lead of more than kOverturn over its opponent, unless
+// a later one ended with the library, or with a lead thinner than that.
+const Algorithm* winner_beside(const TrialBook& book, const DecisionKey& k, uint8_t condition) {
+  const auto bytes = static_cast<double>(key_bytes(k));
+  if (bytes <= 0) return nullptr;
+  auto alike = [&](const Trial& t) {
+    return t.verdict != Verdict::trying && t.key.condition == condition && t.key.call.collective == k.collective &&
+           !(t.key.call == k);
+  };
+  const DecisionKey* nearest = nullptr;
+  double distance = 0;
+  for (const Trial& t : book.trials) {
+    if (!alike(t)) continue;
+    const auto other = static_cast<double>(key_bytes(t.key.call));
+    if (other <= 0) continue;
+    const double apart = std::max(other / bytes, bytes / other);
+    if (apart <= kNeighbourSpan && (!nearest || apart <= distance)) {
+      nearest = &t.key.call;
+      distance = apart;
+    }
+  }
+  if (!nearest) return nullptr;
+  const Algorithm* winner = nullptr;
+  for (const Trial& t : book.trials) {
+    if (!alike(t) || !(t.key.call == *nearest)) continue;
+    if (t.verdict == Verdict::keep) winner = t.lead > kOverturn ? t.key.algorithm : nullptr;
+    else if (t.key.opponent != winner) winner = nullptr;  // the library (or one not clearly ahead) serves it
+  }
+  return winner;
+}
+}  // namespace
+
+const Algorithm* neighbours_winner(const Call& c, const Hierarchy& h, uint8_t condition, bool* first) {
+  if (first) *first = false;
+  if (!triable(c)) return nullptr;
+  const DecisionKey k = shape_key(c);
+  TrialBook& book = book_of(h);
+  std::lock_guard<std::mutex> guard(book.lock);
+  for (const NeighbourAnswer& n : book.neighbours)
+    if (n.condition == condition && n.call == k) return n.winner;
+  if (book.neighbours.size() >= kMaxTrials) return nullptr;
+  const Algorithm* winner = winner_beside(book, k, condition);
+  book.neighbours.push_back({.call = k, .condition = condition, .winner = winner});
+  if (first) *first = true;
+  return winner;
+}
 
 void handicap_for_testing(const Algorithm* a, double seconds) {
   std::lock_guard<std::mutex> guard(g_handicaps_lock);

@@ -95,6 +95,23 @@ bool triable(const Call& c);
 Verdict trial_run(const Algorithm& a, const Call& c, const Hierarchy& h, uint8_t condition, TrialRole role,
                   const Algorithm* opponent, std::optional<int>* ran);
 
+// What won beside calls like `c` on h in pattern `condition` (as
+// trial_run numbers them): the algorithm that served a shape of the same
+// collective after leading its opponent by more than 10% in a trial, where
+// that shape is the nearest in bytes (within 8x either way) among those
+// whose trials ended before calls like c were first asked about on h;
+// nullptr where there is none. The first answer for a shape is given again
+// on every later asking, so that a decision made again (another thread's,
+// or after its table slot was reused) is the same on every rank. Where the
+// model keeps the library, such a winner is tried first (collectives.cpp):
+// a shape between the sizes the calibration timed, or on a rank count it
+// did not time, meets what the job's own calls found faster beside it.
+// Under Open MPI on 5 ranks (a 4-rank profile), lanes took the 512 KiB
+// allreduce after a barrier from the library by 1.8x, and the 1 MiB one,
+// where only rabenseifner was tried, stayed with the library at 1.8x
+// behind lanes. `first`: set where this was the shape's first asking.
+const Algorithm* neighbours_winner(const Call& c, const Hierarchy& h, uint8_t condition, bool* first = nullptr);
+
 // Block pairs a challenger must win, of `pairs` (three in four, rounded
 // up), beside leading the library's median by more than 10%. A challenger
 // whose lost pairs already rule that out ends its trial without running its

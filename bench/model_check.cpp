@@ -290,6 +290,7 @@ struct Row {
   // The same on the ranks' mean (collectives; 0: not timed so): the
   // automatic choice's, and the fastest forced choice's by that measure.
   double mean_auto = 0, mean_best = 0;
+  std::vector<double> mean_seconds;  // each forced choice's, in the order of `choices`
   // The trials that ended on this shape's calls in its pattern, each beside
   // the forced batches of its two sides: the opponent's time over the
   // algorithm's, as the trial measured it and as the batches did.
@@ -360,7 +361,14 @@ void write_json(std::FILE* f, const Row& r) {
   std::fprintf(f, ",\"forced_us\":{");
   for (size_t k = 0; k < r.choices.size(); ++k)
     std::fprintf(f, "%s\"%s\":%.4f", k ? "," : "", r.choices[k].c_str(), r.seconds[k] * 1e6);
-  std::fprintf(f, "}}\n");
+  std::fprintf(f, "}");
+  if (r.mean_seconds.size() == r.choices.size()) {
+    std::fprintf(f, ",\"forced_mean_us\":{");
+    for (size_t k = 0; k < r.choices.size(); ++k)
+      std::fprintf(f, "%s\"%s\":%.4f", k ? "," : "", r.choices[k].c_str(), r.mean_seconds[k] * 1e6);
+    std::fprintf(f, "}");
+  }
+  std::fprintf(f, "}\n");
 }
 
 // Fills auto/best from per-choice medians: choices[0] is "auto".
@@ -574,6 +582,7 @@ std::optional<Row> check_collective(Collective c, int64_t target, MPI_Comm comm,
   const std::vector<double> means = bench::mean_over_ranks(samples).medians;
   r.mean_auto = means[0];
   r.mean_best = *std::min_element(means.begin() + 1, means.end());
+  r.mean_seconds.assign(means.begin() + 1, means.end());
   r.trials = trials_beside_batches(c, w.bytes, rotate ? 1 : barrier ? 2 : 0, r);
   return r;
 }

@@ -1378,6 +1378,87 @@ TEST_F(ProfileLoading, ALargeCallsChallengerThatCannotWinStopsEarly) {
   set_trial("0");
 }
 
+// What won beside a shape on the job's own calls is tried there first
+// (trial.h, neighbours_winner). On a count the profile did not time, where
+// the model keeps the library and names two_level its challenger, ring,
+// having taken calls of 5,600 bytes from the library on this communicator,
+// is tried first on calls of 16,000 bytes (within 8x): its block follows
+// the library's first, and two_level is not tried while ring takes the
+// shape. A shape more than 8x away, or another pattern, gets no winner;
+// the answer for a shape is its first. Every result is the library's,
+// every rank alike.
+TEST_F(ProfileLoading, WhatWonBesideAShapeIsTriedFirst) {
+  if (world_size() < 2) GTEST_SKIP() << "one rank passes through";
+  set_trial(nullptr);
+  ASSERT_EQ(load(file("other_count.json", topo::profile_text(profile_where("two_level", 1)))).info.status,
+            ProfileStatus::loaded);
+  const alg::Algorithm* ring = alg::find_algorithm(alg::Collective::allreduce, "ring");
+  ASSERT_NE(ring, nullptr);
+  MPI_Comm comm = seen_duplicate();
+  const topo::Hierarchy* h = topo::hierarchy(comm);
+  ASSERT_NE(h, nullptr);
+  auto call_of = [](const std::vector<double>& in, std::vector<double>& out) {
+    return alg::Call{.collective = alg::Collective::allreduce,
+                     .sbuf = in.data(),
+                     .rbuf = out.data(),
+                     .count = static_cast<int>(in.size()),
+                     .type = MPI_DOUBLE,
+                     .op = MPI_SUM};
+  };
+  // ring against the library on 700 doubles, the library's calls made to
+  // look a second slower: ring takes the shape.
+  std::vector<double> in(700, 1.0 + world_rank()), out(700), ref(700);
+  PMPI_Allreduce(in.data(), ref.data(), 700, MPI_DOUBLE, MPI_SUM, comm);
+  alg::reset_trial_counts();
+  alg::handicap_for_testing(nullptr, 1.0);
+  alg::Verdict v = alg::Verdict::trying;
+  for (int k = 0; k < 256 && v == alg::Verdict::trying; ++k) {
+    std::optional<int> ran;
+    v = alg::trial_run(*ring, call_of(in, out), *h, 0, alg::TrialRole::challenger, nullptr, &ran);
+    if (ran) {
+      ASSERT_EQ(*ran, MPI_SUCCESS);
+      ASSERT_EQ(out, ref) << "call " << k;
+    }
+  }
+  ASSERT_EQ(v, alg::Verdict::keep);
+
+  // 2,000 doubles through the entry point: the library's block, then ring's.
+  alg::reset_collectives_counts();
+  alg::reset_trial_counts();
+  auto calls = [](const char* algorithm) { return calls_of(alg::Collective::allreduce, algorithm); };
+  std::vector<double> big(2000), sum(2000), expected(2000);
+  auto allreduce = [&](int round) {
+    for (size_t i = 0; i < big.size(); ++i)
+      big[i] = static_cast<double>((i + static_cast<size_t>(round)) % 7 + static_cast<size_t>(world_rank()));
+    ASSERT_EQ(MPI_Allreduce(big.data(), sum.data(), 2000, MPI_DOUBLE, MPI_SUM, comm), MPI_SUCCESS);
+    PMPI_Allreduce(big.data(), expected.data(), 2000, MPI_DOUBLE, MPI_SUM, comm);
+    ASSERT_EQ(sum, expected) << "round " << round;
+  };
+  for (int round = 0; round < 8; ++round) allreduce(round);
+  EXPECT_EQ(calls("library"), 4u);
+  EXPECT_EQ(calls("ring"), 4u);
+  EXPECT_EQ(calls("two_level"), 0u);
+  for (int round = 8; round < 64; ++round) allreduce(round);
+  alg::no_handicaps_for_testing();
+  EXPECT_EQ(alg::trial_counts().taken, 1u);
+  EXPECT_EQ(calls("two_level"), 0u) << "the model's challenger waits behind the one that won beside it";
+  const uint64_t served = calls("ring");
+  for (int round = 64; round < 70; ++round) allreduce(round);
+  EXPECT_EQ(calls("ring"), served + 6);
+  EXPECT_TRUE(same_on_every_rank(calls("ring"), comm)) << "every rank runs the same side";
+
+  // 1 MiB is more than 8x from either; the first-since-a-barrier pattern had no trials.
+  std::vector<double> far(1 << 17), far_out(1 << 17);
+  EXPECT_EQ(alg::neighbours_winner(call_of(far, far_out), *h, 0), nullptr);
+  EXPECT_EQ(alg::neighbours_winner(call_of(big, sum), *h, 2), nullptr);
+  // 2,000 doubles keeps its first answer; 4,000 (nearest: 2,000, which ring took) gets ring.
+  EXPECT_EQ(alg::neighbours_winner(call_of(big, sum), *h, 0), ring);
+  std::vector<double> four(4000), four_out(4000);
+  EXPECT_EQ(alg::neighbours_winner(call_of(four, four_out), *h, 0), ring);
+  PMPI_Comm_free(&comm);
+  set_trial("0");
+}
+
 // A broadcast whose root moves on every call: binomial (the model's choice
 // for a moved root) is tried on those calls alone, keyed without the root,
 // and every rank receives the root's data throughout.

@@ -793,11 +793,8 @@ TEST(Model, ARankCountNotTimedOffersTheLeaderOfAFartherCountNext) {
   EXPECT_EQ(alg::choose(bcast_on(6), defaults(), split).next_challenger, nullptr);
 }
 
-// Two hosts: binomial led on 2 x 2 ranks, scatter_allgather on 2 x 1.
-// On 2 x 3 the challengers are those two, and then two_level, which the
-// formulas put more than 10% ahead of the library there and which no
-// count timed let lead (it was not timed).
-TEST(Model, TheFormulasBestIsTheLastChallenger) {
+// Two hosts: binomial led the bcast on 2 x 2 ranks, scatter_allgather on 2 x 1.
+topo::Profile two_hosts_two_leaders() {
   topo::Profile p = two_level_wins();
   for (const auto& [ranks, binomial, scatter_allgather] : {std::tuple{4, 2.0, 1.2}, std::tuple{2, 0.8, 1.5}})
     for (int64_t bytes : {int64_t{1024}, int64_t{4096}, int64_t{16384}}) {
@@ -807,7 +804,14 @@ TEST(Model, TheFormulasBestIsTheLastChallenger) {
           {{"library", t, 0.02}, {"binomial", t / binomial, 0.02}, {"scatter_allgather", t / scatter_allgather, 0.02}},
           ranks, 2, ranks / 2));
     }
-  const alg::CostModel m = alg::cost_model_from_profile(p);
+  return p;
+}
+
+// On 2 x 3 (two_hosts_two_leaders) the challengers are those two, and
+// then two_level, which the formulas put more than 10% ahead of the
+// library there and which no count timed let lead (it was not timed).
+TEST(Model, TheFormulasBestIsTheLastChallenger) {
+  const alg::CostModel m = alg::cost_model_from_profile(two_hosts_two_leaders());
   alg::Shape six = bcast_on(6);
   six.nodes = 2;
   six.min_ranks_per_node = six.max_ranks_per_node = 3;
@@ -827,6 +831,54 @@ TEST(Model, TheFormulasBestIsTheLastChallenger) {
   // by less than 10%, there is no third.
   const alg::Choice one_host = alg::choose(bcast_on(6), defaults(), m);
   EXPECT_EQ(one_host.third_challenger, nullptr);
+}
+
+// What won beside a shape on the job's own calls (trial.h,
+// neighbours_winner) is tried first where the model keeps the library:
+// the challengers named follow it in their order, each once, three in all;
+// nothing changes where the model chose an algorithm, where it is already
+// the first, or where the rule in force or the shape does not allow it.
+TEST(Model, WhatWonBesideIsTriedFirst) {
+  const alg::CostModel m = alg::cost_model_from_profile(two_hosts_two_leaders());
+  alg::Shape six = bcast_on(6);
+  six.nodes = 2;
+  six.min_ranks_per_node = six.max_ranks_per_node = 3;
+  six.oversubscribed = true;
+  const alg::Algorithm* binomial = alg::find_algorithm(alg::Collective::bcast, "binomial");
+  const alg::Algorithm* scatter_allgather = alg::find_algorithm(alg::Collective::bcast, "scatter_allgather");
+  const alg::Algorithm* two_level = alg::find_algorithm(alg::Collective::bcast, "two_level");
+  // Three named (binomial, scatter_allgather, two_level): scatter_allgather
+  // first, then binomial and two_level; the first named is tried against
+  // the library only where the one first was not taken.
+  alg::Choice c = alg::choose(six, defaults(), m);
+  ASSERT_EQ(c.third_challenger, two_level);
+  ASSERT_TRUE(alg::try_first(c, scatter_allgather, six));
+  EXPECT_EQ(c.challenger, scatter_allgather);
+  EXPECT_EQ(c.next_challenger, binomial);
+  EXPECT_EQ(c.third_challenger, two_level);
+  EXPECT_FALSE(c.next_against_first);
+  EXPECT_EQ(name(c), "library");
+  // One not named before the two named: it first, then those two.
+  c = alg::choose(six, defaults(), m);
+  c.third_challenger = nullptr;
+  ASSERT_TRUE(alg::try_first(c, two_level, six));
+  EXPECT_EQ(c.challenger, two_level);
+  EXPECT_EQ(c.next_challenger, binomial);
+  EXPECT_EQ(c.third_challenger, scatter_allgather);
+  // Already first, or none: unchanged.
+  c = alg::choose(six, defaults(), m);
+  EXPECT_FALSE(alg::try_first(c, binomial, six));
+  EXPECT_FALSE(alg::try_first(c, nullptr, six));
+  EXPECT_EQ(c.challenger, binomial);
+  // A rule that does not allow it: unchanged.
+  c = alg::choose(six, rules(alg::Collective::bcast, "0-inf:library,binomial"), m);
+  EXPECT_FALSE(alg::try_first(c, two_level, six));
+  // The model chose an algorithm: unchanged.
+  c = alg::choose(six, defaults(), m);
+  c.algorithm = binomial;
+  c.decision = alg::Decision::model;
+  EXPECT_FALSE(alg::try_first(c, two_level, six));
+  EXPECT_EQ(c.challenger, binomial);
 }
 
 // node_aware measured twice as fast as the library at 1 KiB and at
