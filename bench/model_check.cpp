@@ -421,10 +421,12 @@ void note(const std::string& what) {
   if (g_rank == 0) std::printf("    note: %s\n", what.c_str());
 }
 
-// The trials of collective c's `bytes` in pattern `condition` (as trial.h
-// numbers them) that ended since reset_trial_records(), each beside the
-// forced batches of r of its two sides (both must have been timed).
-std::vector<Row::TrialCheck> trials_beside_batches(Collective c, int64_t bytes, uint8_t condition, const Row& r) {
+// The trials of collective c in pattern `condition` (as trial.h numbers
+// them) that ended since reset_trial_records(), before this shape's first
+// call (so its own: a record's bytes are a block's, per rank, for an
+// allgather, an alltoall or a reduce_scatter_block), each beside the forced
+// batches of r of its two sides (both must have been timed).
+std::vector<Row::TrialCheck> trials_beside_batches(Collective c, uint8_t condition, const Row& r) {
   auto batch = [&](const std::string& name) {
     for (size_t k = 0; k < r.choices.size(); ++k)
       if (r.choices[k] == name) return r.seconds[k];
@@ -432,7 +434,7 @@ std::vector<Row::TrialCheck> trials_beside_batches(Collective c, int64_t bytes, 
   };
   std::vector<Row::TrialCheck> out;
   for (const alg::TrialRecord& t : alg::trial_records()) {
-    if (t.collective != c || t.bytes != bytes || t.condition != condition || t.seconds <= 0) continue;
+    if (t.collective != c || t.condition != condition || t.seconds <= 0) continue;
     Row::TrialCheck k;
     k.algorithm = std::string(t.algorithm->name);
     k.opponent = t.opponent ? std::string(t.opponent->name) : std::string("library");
@@ -583,7 +585,7 @@ std::optional<Row> check_collective(Collective c, int64_t target, MPI_Comm comm,
   r.mean_auto = means[0];
   r.mean_best = *std::min_element(means.begin() + 1, means.end());
   r.mean_seconds.assign(means.begin() + 1, means.end());
-  r.trials = trials_beside_batches(c, w.bytes, rotate ? 1 : barrier ? 2 : 0, r);
+  r.trials = trials_beside_batches(c, rotate ? 1 : barrier ? 2 : 0, r);
   return r;
 }
 

@@ -828,9 +828,17 @@ TEST(Model, TheFormulasBestIsTheLastChallenger) {
   EXPECT_NE(text.find("last two_level, the formulas' best, against the library or the one taken"), std::string::npos)
       << text;
   // Where the formulas' best is one of the leaders, or leads the library
-  // by less than 10%, there is no third.
+  // by less than 10%, there is no third above 8 KiB; at 8 KiB and less
+  // the third is the formulas' fastest of the rest, whatever its lead.
+  const alg::Choice one_host_large = alg::choose(bcast_on(6, int64_t{64} << 10), defaults(), m);
+  EXPECT_EQ(one_host_large.third_challenger, nullptr);
   const alg::Choice one_host = alg::choose(bcast_on(6), defaults(), m);
-  EXPECT_EQ(one_host.third_challenger, nullptr);
+  ASSERT_NE(one_host.challenger, nullptr);
+  ASSERT_NE(one_host.third_challenger, nullptr);
+  EXPECT_EQ(one_host.third_challenger->name, "two_level");
+  const std::string small = alg::explain(bcast_on(6), defaults(), m);
+  EXPECT_NE(small.find("last two_level, the formulas' next, against the library or the one taken"), std::string::npos)
+      << small;
 }
 
 // What won beside a shape on the job's own calls (trial.h,
