@@ -858,7 +858,10 @@ TEST(Model, WhatWonBesideIsTriedFirst) {
   // Three named (binomial, scatter_allgather, two_level): scatter_allgather
   // first, then binomial and two_level; the first named is tried against
   // the library only where the one first was not taken.
-  alg::Choice c = alg::choose(six, defaults(), m);
+  // (A choice points to the rule in force: the rules outlive it.)
+  const alg::Tuning t = defaults();
+  const alg::Tuning only_binomial = rules(alg::Collective::bcast, "0-inf:library,binomial");
+  alg::Choice c = alg::choose(six, t, m);
   ASSERT_EQ(c.third_challenger, two_level);
   ASSERT_TRUE(alg::try_first(c, scatter_allgather, six));
   EXPECT_EQ(c.challenger, scatter_allgather);
@@ -867,22 +870,22 @@ TEST(Model, WhatWonBesideIsTriedFirst) {
   EXPECT_FALSE(c.next_against_first);
   EXPECT_EQ(name(c), "library");
   // One not named before the two named: it first, then those two.
-  c = alg::choose(six, defaults(), m);
+  c = alg::choose(six, t, m);
   c.third_challenger = nullptr;
   ASSERT_TRUE(alg::try_first(c, two_level, six));
   EXPECT_EQ(c.challenger, two_level);
   EXPECT_EQ(c.next_challenger, binomial);
   EXPECT_EQ(c.third_challenger, scatter_allgather);
   // Already first, or none: unchanged.
-  c = alg::choose(six, defaults(), m);
+  c = alg::choose(six, t, m);
   EXPECT_FALSE(alg::try_first(c, binomial, six));
   EXPECT_FALSE(alg::try_first(c, nullptr, six));
   EXPECT_EQ(c.challenger, binomial);
   // A rule that does not allow it: unchanged.
-  c = alg::choose(six, rules(alg::Collective::bcast, "0-inf:library,binomial"), m);
+  c = alg::choose(six, only_binomial, m);
   EXPECT_FALSE(alg::try_first(c, two_level, six));
   // The model chose an algorithm: unchanged.
-  c = alg::choose(six, defaults(), m);
+  c = alg::choose(six, t, m);
   c.algorithm = binomial;
   c.decision = alg::Decision::model;
   EXPECT_FALSE(alg::try_first(c, two_level, six));
