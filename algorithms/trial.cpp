@@ -246,11 +246,13 @@ bool leads_by(const Trial& t, double mine, double opponent, double factor) {
   return mine * factor < opponent && (t.key.condition != 2 || (opponent - mine) * per_call >= after_barrier_min_gain);
 }
 
-int64_t bytes_of(const Call& c) {
+// Bytes of `count` elements of `type` (a call's, or a shape key's).
+int64_t bytes_of(MPI_Datatype type, int count) {
   int size = 0;
-  if (c.type != MPI_DATATYPE_NULL) PMPI_Type_size(c.type, &size);
-  return static_cast<int64_t>(size) * c.count;
+  if (type != MPI_DATATYPE_NULL) PMPI_Type_size(type, &size);
+  return static_cast<int64_t>(size) * count;
 }
+int64_t bytes_of(const Call& c) { return bytes_of(c.type, c.count); }
 
 // Notes t's end: both sides' medians of their blocks (seconds a block), and
 // whether the algorithm serves the shape after it.
@@ -537,13 +539,6 @@ Verdict trial_run(const Algorithm& a, const Call& c, const Hierarchy& h, uint8_t
 size_t pairs_to_win(size_t pairs) { return (3 * pairs + 3) / 4; }
 
 namespace {
-// Bytes of a shape key's calls (its type's size times its count).
-int64_t key_bytes(const DecisionKey& k) {
-  int size = 0;
-  if (k.type != MPI_DATATYPE_NULL) PMPI_Type_size(k.type, &size);
-  return static_cast<int64_t>(size) * k.count;
-}
-
 // The winner among `book`'s ended trials for shapes like `k` in pattern
 // `condition` (book.lock held), nullptr where none: of the shapes within
 // kNeighbourSpan in bytes whose trials ended, the nearest (the later at
@@ -551,7 +546,7 @@ int64_t key_bytes(const DecisionKey& k) {
 // taken or kept by a lead of more than kOverturn over its opponent, unless
 // a later one ended with the library, or with a lead thinner than that.
 const Algorithm* winner_beside(const TrialBook& book, const DecisionKey& k, uint8_t condition) {
-  const auto bytes = static_cast<double>(key_bytes(k));
+  const auto bytes = static_cast<double>(bytes_of(k.type, k.count));
   if (bytes <= 0) return nullptr;
   auto alike = [&](const Trial& t) {
     return t.verdict != Verdict::trying && t.key.condition == condition && t.key.call.collective == k.collective &&
@@ -561,7 +556,7 @@ const Algorithm* winner_beside(const TrialBook& book, const DecisionKey& k, uint
   double distance = 0;
   for (const Trial& t : book.trials) {
     if (!alike(t)) continue;
-    const auto other = static_cast<double>(key_bytes(t.key.call));
+    const auto other = static_cast<double>(bytes_of(t.key.call.type, t.key.call.count));
     if (other <= 0) continue;
     const double apart = std::max(other / bytes, bytes / other);
     if (apart <= kNeighbourSpan && (!nearest || apart <= distance)) {
