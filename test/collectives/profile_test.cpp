@@ -1072,6 +1072,54 @@ TEST_F(ProfileLoading, AThinLeadOfTheLibrarysIsChallengedOnTheJobsCalls) {
   set_trial("0");
 }
 
+// A lead half way that rests on a few slow blocks of the opponent's does
+// not take the shape there (trial.cpp, stop_early): on the thin lead's
+// trial above, the challenger's calls made to look 1 s a call and the
+// library's 1.06 s, but 10 s in two of the library's first four blocks
+// (calls 0-3 and 12-15: blocks run library, challenger, challenger,
+// library, ...). Half way the challenger has won every pair, by 5x on the
+// medians, but by less than 1.10x on the library's fastest block: the
+// trial runs on to its end (32 calls of each side), where the median
+// lead of 1.06x does not take the shape, and the library serves it from
+// then on. Every result is the library's, every rank alike.
+TEST_F(ProfileLoading, AHalfWayLeadOnTheOpponentsSlowBlocksDoesNotTakeTheShape) {
+  if (world_size() < 2) GTEST_SKIP() << "one rank passes through";
+  set_trial(nullptr);
+  ASSERT_EQ(load(file("thin.json", topo::profile_text(profile_where("library", 0, 1.3)))).info.status,
+            ProfileStatus::loaded);
+  const topo::Hierarchy* world = topo::hierarchy(MPI_COMM_WORLD);
+  ASSERT_NE(world, nullptr);
+  const alg::Choice c = alg::choose(alg::shape_of(alg::Collective::allreduce, 700 * 8, *world), alg::Tuning::from_env(),
+                                    alg::cost_model());
+  ASSERT_EQ(c.algorithm, nullptr);
+  ASSERT_NE(c.challenger, nullptr);
+  const std::string name(c.challenger->name);
+  auto calls = [](const char* algorithm) { return calls_of(alg::Collective::allreduce, algorithm); };
+  MPI_Comm comm = seen_duplicate();
+  alg::reset_collectives_counts();
+  alg::reset_trial_counts();
+  alg::no_handicaps_for_testing();
+  alg::handicap_for_testing(c.challenger, 1.0);
+  for (int round = 0; round < 64; ++round) {
+    const int block = round / 4;
+    alg::handicap_for_testing(nullptr, block == 0 || block == 3 ? 10.0 : 1.06);
+    allreduce_matches_library(comm, round, 11);
+    if (round == 31) {
+      EXPECT_EQ(alg::trial_counts().taken, 0u) << "taken half way";
+    }
+  }
+  alg::no_handicaps_for_testing();
+  EXPECT_EQ(calls(name.c_str()), 32u);
+  EXPECT_EQ(calls("library"), 32u);
+  EXPECT_EQ(alg::trial_counts().taken, 0u);
+  EXPECT_EQ(alg::trial_counts().not_taken, 1u);
+  for (int round = 64; round < 70; ++round) allreduce_matches_library(comm, round, 11);
+  EXPECT_EQ(calls("library"), 38u);
+  EXPECT_TRUE(same_on_every_rank(calls("library"), comm)) << "every rank runs the same side";
+  PMPI_Comm_free(&comm);
+  set_trial("0");
+}
+
 // The model's choice thinly ahead of the next fastest on the count the
 // profile timed (trials at their default): two_level measured twice as fast
 // as the library, ring 1.25x slower than two_level. two_level is chosen
