@@ -211,12 +211,26 @@ struct Pattern {
   bool barrier_between = false;
 };
 
+// Calls a batch of `pattern` runs on `ranks` ranks: `iterations`, or where
+// the root rotates, whole turns of the root over the ranks (`iterations`
+// rounded up). A batch of large calls, one to three calls long, timed
+// roots 0-2 alone, and where the root's place decides what crosses between
+// nodes that is not what a moving root costs: on 2 hosts of 2 ranks (1
+// Gbit/s links) every reduce of 1 MiB took 8.8 ms from root 0, so the
+// profile had binomial, reduce_scatter_gather and two_level level, and
+// with the root rotating they ran at 13.6, 13.0 and 8.5 ms a call.
+inline int batch_calls(const Pattern& pattern, int iterations, int ranks) {
+  if (!pattern.rotate_root || ranks < 1) return iterations;
+  return (std::max(iterations, 1) + ranks - 1) / ranks * ranks;
+}
+
 // This rank's seconds per call, [method][repetition]: `repetitions` rounds in
-// which every method runs one batch of `iterations` calls (after one warm-up
-// call), in batch_order(); a barrier before each batch.
+// which every method runs one batch of batch_calls() calls (after one
+// warm-up call), in batch_order(); a barrier before each batch.
 inline std::vector<std::vector<double>> time_methods(const std::vector<std::string>& methods, Workload& w,
                                                      const topology::Hierarchy& h, int iterations, int repetitions,
                                                      Pattern pattern = {}) {
+  iterations = batch_calls(pattern, iterations, h.size);
   std::vector<std::vector<double>> samples(methods.size());
   for (int r = 0; r < repetitions; ++r) {
     for (const size_t m : batch_order(methods.size(), r)) {
