@@ -280,6 +280,17 @@ class ProfileLoading : public ::testing::Test {
       ::rmdir(dir_.c_str());
     }
   }
+  // Loads the profile where the library leads every algorithm by 1.3x (a
+  // thin lead), and gives the model's choice for an allreduce of 700
+  // doubles on MPI_COMM_WORLD.
+  void load_thin_lead(alg::Choice* c) {
+    ASSERT_EQ(load(file("thin.json", topo::profile_text(profile_where("library", 0, 1.3)))).info.status,
+              ProfileStatus::loaded);
+    const topo::Hierarchy* world = topo::hierarchy(MPI_COMM_WORLD);
+    ASSERT_NE(world, nullptr);
+    *c = alg::choose(alg::shape_of(alg::Collective::allreduce, 700 * 8, *world), alg::Tuning::from_env(),
+                     alg::cost_model());
+  }
   // Written by rank 0 only.
   std::string file(const char* name, const std::string& text) {
     const std::string path = dir_ + "/" + name;
@@ -1008,12 +1019,9 @@ TEST_F(ProfileLoading, AThinLeadOnATimedCountIsTriedOnTheJobsCalls) {
 TEST_F(ProfileLoading, AThinLeadOfTheLibrarysIsChallengedOnTheJobsCalls) {
   if (world_size() < 2) GTEST_SKIP() << "one rank passes through";
   set_trial(nullptr);
-  ASSERT_EQ(load(file("thin.json", topo::profile_text(profile_where("library", 0, 1.3)))).info.status,
-            ProfileStatus::loaded);
+  alg::Choice c;
+  ASSERT_NO_FATAL_FAILURE(load_thin_lead(&c));
   const topo::Hierarchy* world = topo::hierarchy(MPI_COMM_WORLD);
-  ASSERT_NE(world, nullptr);
-  const alg::Choice c = alg::choose(alg::shape_of(alg::Collective::allreduce, 700 * 8, *world), alg::Tuning::from_env(),
-                                    alg::cost_model());
   EXPECT_EQ(c.algorithm, nullptr);
   ASSERT_NE(c.challenger, nullptr);
   EXPECT_TRUE(c.thin_lead);
@@ -1085,12 +1093,8 @@ TEST_F(ProfileLoading, AThinLeadOfTheLibrarysIsChallengedOnTheJobsCalls) {
 TEST_F(ProfileLoading, AHalfWayLeadOnTheOpponentsSlowBlocksDoesNotTakeTheShape) {
   if (world_size() < 2) GTEST_SKIP() << "one rank passes through";
   set_trial(nullptr);
-  ASSERT_EQ(load(file("thin.json", topo::profile_text(profile_where("library", 0, 1.3)))).info.status,
-            ProfileStatus::loaded);
-  const topo::Hierarchy* world = topo::hierarchy(MPI_COMM_WORLD);
-  ASSERT_NE(world, nullptr);
-  const alg::Choice c = alg::choose(alg::shape_of(alg::Collective::allreduce, 700 * 8, *world), alg::Tuning::from_env(),
-                                    alg::cost_model());
+  alg::Choice c;
+  ASSERT_NO_FATAL_FAILURE(load_thin_lead(&c));
   ASSERT_EQ(c.algorithm, nullptr);
   ASSERT_NE(c.challenger, nullptr);
   const std::string name(c.challenger->name);
