@@ -46,6 +46,9 @@ struct Trial {
   double lead = 0;                    // at the verdict: the opponent's median block over the algorithm's
   double block = 0;                   // seconds of the current block so far
   std::vector<double> mine, library;  // seconds per finished block
+  // Seconds of each timed call of each side on this rank, first since a
+  // barrier (condition 2) only (typical_over_ranks).
+  std::vector<double> mine_calls, library_calls;
 };
 
 // Calls run in blocks of this many on one side; the first call of a block
@@ -213,19 +216,57 @@ bool blocks_over_ranks(const Trial& t, const Hierarchy& h, std::vector<double>* 
   return true;
 }
 
-// Whether the algorithm's median block, summed over the ranks (the ranks'
-// mean), is at most `tie` times its opponent's (kMeanTie where it leads the
-// slowest rank by more than kOverturn, else 1): one allreduce, on every
-// rank alike. `summed`: the two medians.
-bool not_behind_on_the_mean(const Trial& t, const Hierarchy& h, double tie, double summed[2] = nullptr) {
-  std::vector<double> mine_sum, library_sum;
-  if (!blocks_over_ranks(t, h, &mine_sum, &library_sum, MPI_SUM)) return false;
-  const double m = median(mine_sum), l = median(library_sum);
-  if (summed) {
-    summed[0] = m;
-    summed[1] = l;
+// Whether the algorithm is not behind its opponent on the typical rank:
+// each rank's typical time a call of each side (its median timed call
+// where each call is the first since a barrier, condition 2; else its
+// median block), and of the ranks' ratios of the two (the algorithm's over
+// the opponent's) the median at most `tie` (kMeanTie where it leads the
+// slowest rank by more than kOverturn, else 1). One allgather on the
+// communicator, on every rank alike; false where it failed. `mean`: the
+// two sides' typical times, averaged over the ranks (seconds a block).
+//
+// Each rank's own typical time first, and the median rank, not the median
+// of the blocks summed over the ranks: on 4 ranks over 2 cores a rank's
+// calls fall into stretches of tens of calls where its core is taken
+// (Open MPI, OSU's timing loop, a 128 B broadcast: one rank's library calls
+// read 4.3-4.6 us for 13 calls in a row, then 0.1 us, the other ranks'
+// 0.1-0.4 us throughout), and that one rank's stretch set both the
+// slowest rank and the ranks' sum: binomial led them 0.34 against 1.22 us
+// a rank, took the shape, and ran at 0.58-0.65 of the library from then
+// on (0.82 against 0.48 us), while on each of the other three ranks the
+// library's median call was the faster (0.25 against 0.33, 0.17 against
+// 0.22, 0.11 against 0.37 us). Calls between barriers are each other's
+// independent samples; elsewhere a call's time rests on the one before (a
+// root that returned early waits in the next), so a block is the sample.
+bool not_behind_on_the_mean(const Trial& t, const Hierarchy& h, double tie, double mean[2] = nullptr) {
+  const bool calls = t.key.condition == 2 && !t.mine_calls.empty() && !t.library_calls.empty();
+  const double per_block = t.block_calls - 1;
+  const std::array<double, 2> typical = {calls ? median(t.mine_calls) * per_block : median(t.mine),
+                                         calls ? median(t.library_calls) * per_block : median(t.library)};
+  std::vector<double> all(2 * static_cast<size_t>(h.size));
+  if (PMPI_Allgather(typical.data(), 2, MPI_DOUBLE, all.data(), 2, MPI_DOUBLE, h.parent) != MPI_SUCCESS) return false;
+  std::vector<double> ratios;
+  double sums[2] = {0, 0};
+  for (size_t r = 0; r + 1 < all.size(); r += 2) {
+    sums[0] += all[r];
+    sums[1] += all[r + 1];
+    ratios.push_back(all[r + 1] > 0 ? all[r] / all[r + 1] : all[r] > 0 ? tie + 1 : 1);
   }
-  return m <= l * tie;
+  if (mean) {
+    mean[0] = sums[0] / h.size;
+    mean[1] = sums[1] / h.size;
+  }
+  return median(ratios) <= tie;
+}
+
+// Whether t's algorithm is kept (a thin lead) or takes the shape (a
+// challenger to a thin lead, or any challenger first since a barrier, as in
+// OSU's timing loop, whose figure is the ranks' mean) only where it is not
+// behind on the ranks' mean either (not_behind_on_the_mean). A thin lead's
+// trial of fewer than four pairs is judged as the model's choice is.
+bool weighs_the_mean(const Trial& t) {
+  return (t.key.role == TrialRole::thin && t.mine.size() >= 4) || t.key.role == TrialRole::thin_challenger ||
+         (t.key.role == TrialRole::challenger && t.key.condition == 2);
 }
 
 // Block pairs (each of the algorithm's blocks against the library's next to it) the algorithm won.
@@ -331,9 +372,9 @@ Verdict settle(const Trial& t, const Call& c, const Hierarchy& h, double* lead) 
   // mean) read 0.52-0.62 of the library where the slowest rank read
   // 0.95-1.03. A challenger to a thin lead of the library's is taken only
   // so too.
-  double summed[2] = {0, 0};
-  if ((thin || t.key.role == TrialRole::thin_challenger) && keep)
-    keep = not_behind_on_the_mean(t, h, slowest[0] * kOverturn < slowest[1] ? kMeanTie : 1.0, summed);
+  double means[2] = {0, 0};
+  if (keep && weighs_the_mean(t))
+    keep = not_behind_on_the_mean(t, h, slowest[0] * kOverturn < slowest[1] ? kMeanTie : 1.0, means);
   const Verdict v = keep ? Verdict::keep : Verdict::drop;
   record(t, c, slowest[0], slowest[1], keep);
   if (challenger) (keep ? g_taken : g_not_taken).fetch_add(1, std::memory_order_relaxed);
@@ -341,16 +382,16 @@ Verdict settle(const Trial& t, const Call& c, const Hierarchy& h, double* lead) 
   if (h.rank == 0 && config().log_level >= LogLevel::info) {
     int size = 0;
     if (c.type != MPI_DATATYPE_NULL) PMPI_Type_size(c.type, &size);
-    char means[96] = "";
-    if (summed[0] > 0)
-      std::snprintf(means, sizeof means, "; the ranks' mean %.2f and %.2f us", summed[0] * per_call * 1e6 / h.size,
-                    summed[1] * per_call * 1e6 / h.size);
+    char typical[96] = "";
+    if (means[0] > 0)
+      std::snprintf(typical, sizeof typical, "; the ranks' typical call %.2f and %.2f us", means[0] * per_call * 1e6,
+                    means[1] * per_call * 1e6);
     log(LogLevel::info,
         "trial: %s of %lld bytes on %d ranks%s: %s %.2f us, %s %.2f us per call (median of %zu blocks each, "
         "each block's slowest rank; %zu of %zu pairs won%s): %s%s",
         std::string(collective_name(c.collective)).c_str(), static_cast<long long>(size) * c.count, h.size,
         condition_name(t.key.condition), std::string(t.key.algorithm->name).c_str(), slowest[0] * per_call * 1e6,
-        opponent_name(t).c_str(), slowest[1] * per_call * 1e6, n, wins, n, means, challenger ? "challenger " : "",
+        opponent_name(t).c_str(), slowest[1] * per_call * 1e6, n, wins, n, typical, challenger ? "challenger " : "",
         keep ? (challenger ? "taken" : "kept")
              : (challenger ? (t.key.opponent ? "not taken, the opponent stays" : "not taken")
                            : "returned to the library"));
@@ -394,16 +435,29 @@ int warm_calls_for(const Call& c) { return bytes_of(c) > kFullTrialBytes ? kLarg
 
 // Blocks of each side: VENEER_TRIAL calls (rounded up to whole blocks of
 // four) up to kFullTrialBytes a call, fewer above in proportion to the
-// bytes, down to two blocks a side. A large call's time varies less from
-// call to call, and a trial of a slow choice costs in proportion to its
-// calls: with a full trial of 1 MiB calls, a job of 60 calls spent half of
-// them on it. Bytes, not times, so that every rank counts the same blocks.
-int blocks_for(const Call& c) {
+// bytes, down to two blocks a side for a challenger, kExtendedPairs for
+// the model's choice. A large call's time varies less from call to call,
+// and a trial of a slow choice costs in proportion to its calls: with a
+// full trial of 1 MiB calls, a job of 60 calls spent half of them on it.
+// Bytes, not times, so that every rank counts the same blocks.
+//
+// The model's choice runs every call after its trial unless the library
+// leads it there by more than kOverturn, so two timed calls a side were
+// too few to catch it where the profile was wrong for the job's pattern:
+// under Open MPI on 4 ranks, in OSU's timing loop, scatter_allgather's
+// 1 MiB broadcast (247 us against the library's 313 us in the profile's
+// back-to-back calls) was kept on 1,913 against 1,933 us and ran at
+// 0.85-0.91 of the library from then on, in each of eight runs. Two more
+// pairs cost a slow choice two calls' difference; one kept wrongly costs
+// it on every call of the job. A challenger leaves the library serving
+// the shape unless it leads, and earns more pairs on a thin lead
+// (earns_more_pairs).
+int blocks_for(const Call& c, TrialRole role) {
   const int full = std::max(1, (config().trial_calls + kBlock - 1) / kBlock);
   const int64_t bytes = bytes_of(c);
   if (bytes <= kFullTrialBytes) return full;
   const int64_t scaled = full * kFullTrialBytes / bytes;
-  return static_cast<int>(std::clamp<int64_t>(scaled, std::min(full, 2), full));
+  return static_cast<int>(std::clamp<int64_t>(scaled, std::min(full, is_challenger(role) ? 2 : kExtendedPairs), full));
 }
 
 // A challenger's trial is looked at before its end (one allreduce of the
@@ -434,7 +488,7 @@ Verdict stop_early(const Trial& t, const Call& c, const Hierarchy& h, double* le
   const double fastest = n > 0 ? *std::min_element(library.begin(), library.end()) : 0;
   if (agreed && n >= 2 && wins == n && leads_by(t, median(mine), median(library), kDecisive) &&
       leads_by(t, median(mine), fastest, kOverturn) &&
-      (t.key.role != TrialRole::thin_challenger || not_behind_on_the_mean(t, h, kMeanTie))) {
+      (!weighs_the_mean(t) || not_behind_on_the_mean(t, h, kMeanTie))) {
     g_taken.fetch_add(1, std::memory_order_relaxed);
     record(t, c, median(mine), median(library), true);
     if (h.rank == 0 && config().log_level >= LogLevel::info) {
@@ -488,7 +542,7 @@ Verdict trial_run(const Algorithm& a, const Call& c, const Hierarchy& h, uint8_t
       it->key = key;
       it->block_calls = block_calls_for(c, condition, h.size);
       it->warm_calls = warm_calls_for(c);
-      it->pairs = blocks_for(c);
+      it->pairs = blocks_for(c, role);
     }
     if (it->verdict != Verdict::trying) return it->verdict;
     call = it->calls++;
@@ -517,7 +571,10 @@ Verdict trial_run(const Algorithm& a, const Call& c, const Hierarchy& h, uint8_t
     std::lock_guard<std::mutex> guard(book.lock);
     auto it = find();
     if (it == book.trials.end()) return Verdict::trying;
-    if (position > 0) it->block += seconds;
+    if (position > 0) {
+      it->block += seconds;
+      if (condition == 2) (algorithm_side ? it->mine_calls : it->library_calls).push_back(seconds);
+    }
     if (position < block_calls - 1) return Verdict::trying;
     (algorithm_side ? it->mine : it->library).push_back(it->block);
     it->block = 0;
@@ -541,6 +598,8 @@ Verdict trial_run(const Algorithm& a, const Call& c, const Hierarchy& h, uint8_t
     it->lead = lead;
     it->mine = {};
     it->library = {};
+    it->mine_calls = {};
+    it->library_calls = {};
   }
   return v;
 }

@@ -9,7 +9,8 @@
 // the ranks after the first call), the
 // algorithm's and the library's alternating, each timed on
 // every rank over all but its first call; after VENEER_TRIAL calls of each
-// side (rounded up to whole blocks of four; fewer above 64 KiB a call), one
+// side (rounded up to whole blocks of four; fewer above 64 KiB a call, down
+// to two blocks for a challenger, four for the model's choice), one
 // allreduce on the communicator finds each block's slowest rank, and where
 // the library's median of those led by more than 10% the library serves
 // that shape from then on; otherwise the algorithm stays.

@@ -1124,6 +1124,50 @@ TEST_F(ProfileLoading, AHalfWayLeadOnTheOpponentsSlowBlocksDoesNotTakeTheShape) 
   set_trial("0");
 }
 
+// A challenger ahead on the slowest rank only because one rank's calls of
+// the opponent are slow does not take the shape (trial.cpp,
+// not_behind_on_the_mean): on the thin lead's trial above, the challenger's
+// calls made to look 1 s a call on every rank, the library's 0.8 s, but
+// 10 s on the last rank. Each block's slowest rank is the last, where the
+// challenger leads by 10x, and the blocks summed over the ranks have it
+// ahead too (4 s against 12.4 s a call on 4 ranks); on each other rank the
+// library is 1.25x ahead, and so on the median rank. The trial runs to its
+// end (no take half way), the challenger is not taken, and the library
+// serves the shape from then on. Every result is the library's, every
+// rank alike. On two ranks the median rank is the ranks' mean: skipped.
+TEST_F(ProfileLoading, AChallengerAheadOnOneSlowRankOnlyDoesNotTakeTheShape) {
+  if (world_size() < 3) GTEST_SKIP() << "the median rank of two is their mean";
+  set_trial(nullptr);
+  alg::Choice c;
+  ASSERT_NO_FATAL_FAILURE(load_thin_lead(&c));
+  ASSERT_EQ(c.algorithm, nullptr);
+  ASSERT_NE(c.challenger, nullptr);
+  const std::string name(c.challenger->name);
+  auto calls = [](const char* algorithm) { return calls_of(alg::Collective::allreduce, algorithm); };
+  MPI_Comm comm = seen_duplicate();
+  alg::reset_collectives_counts();
+  alg::reset_trial_counts();
+  alg::no_handicaps_for_testing();
+  alg::handicap_for_testing(c.challenger, 1.0);
+  alg::handicap_for_testing(nullptr, world_rank() == world_size() - 1 ? 10.0 : 0.8);
+  for (int round = 0; round < 64; ++round) {
+    allreduce_matches_library(comm, round, 11);
+    if (round == 31) {
+      EXPECT_EQ(alg::trial_counts().taken, 0u) << "taken half way";
+    }
+  }
+  alg::no_handicaps_for_testing();
+  EXPECT_EQ(calls(name.c_str()), 32u);
+  EXPECT_EQ(calls("library"), 32u);
+  EXPECT_EQ(alg::trial_counts().taken, 0u);
+  EXPECT_EQ(alg::trial_counts().not_taken, 1u);
+  for (int round = 64; round < 70; ++round) allreduce_matches_library(comm, round, 11);
+  EXPECT_EQ(calls("library"), 38u);
+  EXPECT_TRUE(same_on_every_rank(calls("library"), comm)) << "every rank runs the same side";
+  PMPI_Comm_free(&comm);
+  set_trial("0");
+}
+
 // The model's choice thinly ahead of the next fastest on the count the
 // profile timed (trials at their default): two_level measured twice as fast
 // as the library, ring 1.25x slower than two_level. two_level is chosen
