@@ -216,47 +216,50 @@ bool blocks_over_ranks(const Trial& t, const Hierarchy& h, std::vector<double>* 
   return true;
 }
 
-// Whether the algorithm is not behind its opponent on the typical rank:
-// each rank's typical time a call of each side (its median timed call
-// where each call is the first since a barrier, condition 2; else its
-// median block), and of the ranks' ratios of the two (the algorithm's over
-// the opponent's) the median at most `tie` (kMeanTie where it leads the
-// slowest rank by more than kOverturn, else 1). One allgather on the
-// communicator, on every rank alike; false where it failed. `mean`: the
-// two sides' typical times, averaged over the ranks (seconds a block).
+// The lower quartile of `v` (its smallest where it holds fewer than five).
+double lower_quartile(std::vector<double> v) {
+  if (v.empty()) return 0;
+  const size_t at = (v.size() - 1) / 4;
+  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(at), v.end());
+  return v[at];
+}
+
+// Whether the algorithm is not behind its opponent on the ranks' mean of
+// their unhindered calls: each rank's lower quartile of its timed calls of
+// each side where every call is the first since a barrier (condition 2),
+// else of its blocks, summed over the ranks (one allreduce, on every rank
+// alike), the algorithm's at most `tie` times the opponent's (kMeanTie
+// where it leads the slowest rank by more than kOverturn, else 1). False
+// where the allreduce failed. `mean`: the two sums over the ranks' count
+// (seconds a block).
 //
-// Each rank's own typical time first, and the median rank, not the median
-// of the blocks summed over the ranks: on 4 ranks over 2 cores a rank's
-// calls fall into stretches of tens of calls where its core is taken
-// (Open MPI, OSU's timing loop, a 128 B broadcast: one rank's library calls
-// read 4.3-4.6 us for 13 calls in a row, then 0.1 us, the other ranks'
-// 0.1-0.4 us throughout), and that one rank's stretch set both the
-// slowest rank and the ranks' sum: binomial led them 0.34 against 1.22 us
-// a rank, took the shape, and ran at 0.58-0.65 of the library from then
-// on (0.82 against 0.48 us), while on each of the other three ranks the
-// library's median call was the faster (0.25 against 0.33, 0.17 against
-// 0.22, 0.11 against 0.37 us). Calls between barriers are each other's
-// independent samples; elsewhere a call's time rests on the one before (a
-// root that returned early waits in the next), so a block is the sample.
+// A rank's own quartile, not the median of the blocks summed over the
+// ranks: on 4 ranks over 2 cores a rank's calls fall into stretches of tens
+// of calls where its core is taken, which weigh on such a sum in most
+// blocks and on the rank's own median too. Under Open MPI, in OSU's timing
+// loop, one rank's library calls of a 64 B broadcast read 4.3-4.6 us for
+// 13 calls in a row (0.1 us before and after), the other ranks' 0.1-0.6 us
+// throughout; summed block by block, binomial led the ranks' mean 0.34
+// against 1.20 us and took the shape (so taken, the 64-128 B broadcasts ran
+// at 0.46-0.67 of the library in single launches), while the ranks' lower
+// quartiles had the library ahead (0.62 against 1.02 us summed; on the
+// rank with the stretch, 0.11 against 0.21 us). The quartile still sees a
+// cost the library puts on a few ranks on every call (its 512 B broadcast
+// there, which scatter_allgather leads on the mean by 1.7x in OSU's loop).
+// Calls between barriers are each other's independent samples; elsewhere
+// a call's time rests on the one before (a root that returned early waits
+// in the next), so a block is the sample.
 bool not_behind_on_the_mean(const Trial& t, const Hierarchy& h, double tie, double mean[2] = nullptr) {
   const bool calls = t.key.condition == 2 && !t.mine_calls.empty() && !t.library_calls.empty();
   const double per_block = t.block_calls - 1;
-  const std::array<double, 2> typical = {calls ? median(t.mine_calls) * per_block : median(t.mine),
-                                         calls ? median(t.library_calls) * per_block : median(t.library)};
-  std::vector<double> all(2 * static_cast<size_t>(h.size));
-  if (PMPI_Allgather(typical.data(), 2, MPI_DOUBLE, all.data(), 2, MPI_DOUBLE, h.parent) != MPI_SUCCESS) return false;
-  std::vector<double> ratios;
-  double sums[2] = {0, 0};
-  for (size_t r = 0; r + 1 < all.size(); r += 2) {
-    sums[0] += all[r];
-    sums[1] += all[r + 1];
-    ratios.push_back(all[r + 1] > 0 ? all[r] / all[r + 1] : all[r] > 0 ? tie + 1 : 1);
-  }
+  double sums[2] = {calls ? lower_quartile(t.mine_calls) * per_block : lower_quartile(t.mine),
+                    calls ? lower_quartile(t.library_calls) * per_block : lower_quartile(t.library)};
+  if (PMPI_Allreduce(MPI_IN_PLACE, sums, 2, MPI_DOUBLE, MPI_SUM, h.parent) != MPI_SUCCESS) return false;
   if (mean) {
     mean[0] = sums[0] / h.size;
     mean[1] = sums[1] / h.size;
   }
-  return median(ratios) <= tie;
+  return sums[0] <= sums[1] * tie;
 }
 
 // Whether t's algorithm is kept (a thin lead) or takes the shape (a
