@@ -47,7 +47,7 @@ struct Trial {
   double block = 0;                   // seconds of the current block so far
   std::vector<double> mine, library;  // seconds per finished block
   // Seconds of each timed call of each side on this rank, first since a
-  // barrier (condition 2) only (typical_over_ranks).
+  // barrier (condition 2) only (not_behind_on_the_mean).
   std::vector<double> mine_calls, library_calls;
 };
 
@@ -199,16 +199,14 @@ int timed(const Algorithm* a, const Call& c, const Hierarchy& h, double* seconds
 // cores, a median alone let small broadcasts between barriers go to
 // binomial at 0.6-0.9x of the library.
 // Each side's finished blocks (as many of each: the fewer, the same on every
-// rank), each as long as on the slowest rank (`op` MPI_MAX; MPI_SUM: summed
-// over the ranks): one allreduce on the communicator, inside this collective
-// call, on every rank alike. False where the library failed it (on every
-// rank or on none).
-bool blocks_over_ranks(const Trial& t, const Hierarchy& h, std::vector<double>* mine, std::vector<double>* library,
-                       MPI_Op op = MPI_MAX) {
+// rank), each as long as on the slowest rank: one allreduce on the
+// communicator, inside this collective call, on every rank alike. False
+// where the library failed it (on every rank or on none).
+bool blocks_over_ranks(const Trial& t, const Hierarchy& h, std::vector<double>* mine, std::vector<double>* library) {
   const auto n = static_cast<std::ptrdiff_t>(std::min(t.mine.size(), t.library.size()));
   std::vector<double> blocks(t.mine.begin(), t.mine.begin() + n);
   blocks.insert(blocks.end(), t.library.begin(), t.library.begin() + n);
-  if (PMPI_Allreduce(MPI_IN_PLACE, blocks.data(), static_cast<int>(blocks.size()), MPI_DOUBLE, op, h.parent) !=
+  if (PMPI_Allreduce(MPI_IN_PLACE, blocks.data(), static_cast<int>(blocks.size()), MPI_DOUBLE, MPI_MAX, h.parent) !=
       MPI_SUCCESS)
     return false;
   mine->assign(blocks.begin(), blocks.begin() + n);
@@ -263,11 +261,11 @@ bool not_behind_on_the_mean(const Trial& t, const Hierarchy& h, double tie, doub
 }
 
 // Whether t's algorithm is kept (a thin lead) or takes the shape (a
-// challenger to a thin lead) only where it is not behind on the typical
-// rank either (not_behind_on_the_mean). A thin lead's trial of fewer than
+// challenger to a thin lead) only where it is not behind on the ranks'
+// mean either (not_behind_on_the_mean). A thin lead's trial of fewer than
 // four pairs is judged as the model's choice is. A challenger on a rank
 // count the profile did not time is judged on the slowest rank alone:
-// asked to lead on the typical rank too where each call is the first since
+// asked to lead the ranks' mean too where each call is the first since
 // a barrier, binomial's 16-128 B broadcasts there on 5 ranks (Open MPI, a
 // 4-rank profile) stayed with the library at 1.11-1.45x behind binomial
 // on the slowest rank in the model check, where they had been taken.
@@ -372,7 +370,7 @@ Verdict settle(const Trial& t, const Call& c, const Hierarchy& h, double* lead) 
   // costs what it would have gained.
   if (challenger) keep = leads_by(t, slowest[0], slowest[1], n < 4 ? kDecisive : kOverturn) && wins >= pairs_to_win(n);
   // A thin lead is kept only where it does not trail on the ranks' mean
-  // either (each block summed over the ranks): under MPICH on 4 ranks over
+  // either (each rank's lower quartile, summed): under MPICH on 4 ranks over
   // 2 cores, the library's small allreduce and allgather let some ranks
   // leave early and two_level did not, so OSU's timing loop (the ranks'
   // mean) read 0.52-0.62 of the library where the slowest rank read
@@ -388,16 +386,16 @@ Verdict settle(const Trial& t, const Call& c, const Hierarchy& h, double* lead) 
   if (h.rank == 0 && config().log_level >= LogLevel::info) {
     int size = 0;
     if (c.type != MPI_DATATYPE_NULL) PMPI_Type_size(c.type, &size);
-    char typical[96] = "";
+    char quartiles[96] = "";
     if (means[0] > 0)
-      std::snprintf(typical, sizeof typical, "; the ranks' typical call %.2f and %.2f us", means[0] * per_call * 1e6,
-                    means[1] * per_call * 1e6);
+      std::snprintf(quartiles, sizeof quartiles, "; the ranks' mean of their lower quartiles %.2f and %.2f us",
+                    means[0] * per_call * 1e6, means[1] * per_call * 1e6);
     log(LogLevel::info,
         "trial: %s of %lld bytes on %d ranks%s: %s %.2f us, %s %.2f us per call (median of %zu blocks each, "
         "each block's slowest rank; %zu of %zu pairs won%s): %s%s",
         std::string(collective_name(c.collective)).c_str(), static_cast<long long>(size) * c.count, h.size,
         condition_name(t.key.condition), std::string(t.key.algorithm->name).c_str(), slowest[0] * per_call * 1e6,
-        opponent_name(t).c_str(), slowest[1] * per_call * 1e6, n, wins, n, typical, challenger ? "challenger " : "",
+        opponent_name(t).c_str(), slowest[1] * per_call * 1e6, n, wins, n, quartiles, challenger ? "challenger " : "",
         keep ? (challenger ? "taken" : "kept")
              : (challenger ? (t.key.opponent ? "not taken, the opponent stays" : "not taken")
                            : "returned to the library"));
