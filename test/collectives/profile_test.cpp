@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <functional>
 #include <limits>
 #include <optional>
 #include <set>
@@ -314,6 +315,42 @@ class ProfileLoading : public ::testing::Test {
     ASSERT_NE(world, nullptr);
     *c = alg::choose(alg::shape_of(alg::Collective::allreduce, 700 * 8, *world), alg::Tuning::from_env(),
                      alg::cost_model());
+  }
+  // The thin lead's trial (load_thin_lead) with trials at their default:
+  // the challenger's calls made to look 1 s a call, the library's
+  // `library(round)` seconds on this rank. Asserts the trial runs to its
+  // end (no take half way, 32 calls of each side), the challenger is not
+  // taken, and the library serves the shape from then on, every rank alike.
+  void thin_lead_challenger_not_taken(const std::function<double(int)>& library) {
+    set_trial(nullptr);
+    alg::Choice c;
+    ASSERT_NO_FATAL_FAILURE(load_thin_lead(&c));
+    ASSERT_EQ(c.algorithm, nullptr);
+    ASSERT_NE(c.challenger, nullptr);
+    const std::string name(c.challenger->name);
+    auto calls = [](const char* algorithm) { return calls_of(alg::Collective::allreduce, algorithm); };
+    MPI_Comm comm = seen_duplicate();
+    alg::reset_collectives_counts();
+    alg::reset_trial_counts();
+    alg::no_handicaps_for_testing();
+    alg::handicap_for_testing(c.challenger, 1.0);
+    for (int round = 0; round < 64; ++round) {
+      alg::handicap_for_testing(nullptr, library(round));
+      allreduce_matches_library(comm, round, 11);
+      if (round == 31) {
+        EXPECT_EQ(alg::trial_counts().taken, 0u) << "taken half way";
+      }
+    }
+    alg::no_handicaps_for_testing();
+    EXPECT_EQ(calls(name.c_str()), 32u);
+    EXPECT_EQ(calls("library"), 32u);
+    EXPECT_EQ(alg::trial_counts().taken, 0u);
+    EXPECT_EQ(alg::trial_counts().not_taken, 1u);
+    for (int round = 64; round < 70; ++round) allreduce_matches_library(comm, round, 11);
+    EXPECT_EQ(calls("library"), 38u);
+    EXPECT_TRUE(same_on_every_rank(calls("library"), comm)) << "every rank runs the same side";
+    PMPI_Comm_free(&comm);
+    set_trial("0");
   }
   // Written by rank 0 only.
   std::string file(const char* name, const std::string& text) {
@@ -1116,36 +1153,10 @@ TEST_F(ProfileLoading, AThinLeadOfTheLibrarysIsChallengedOnTheJobsCalls) {
 // then on. Every result is the library's, every rank alike.
 TEST_F(ProfileLoading, AHalfWayLeadOnTheOpponentsSlowBlocksDoesNotTakeTheShape) {
   if (world_size() < 2) GTEST_SKIP() << "one rank passes through";
-  set_trial(nullptr);
-  alg::Choice c;
-  ASSERT_NO_FATAL_FAILURE(load_thin_lead(&c));
-  ASSERT_EQ(c.algorithm, nullptr);
-  ASSERT_NE(c.challenger, nullptr);
-  const std::string name(c.challenger->name);
-  auto calls = [](const char* algorithm) { return calls_of(alg::Collective::allreduce, algorithm); };
-  MPI_Comm comm = seen_duplicate();
-  alg::reset_collectives_counts();
-  alg::reset_trial_counts();
-  alg::no_handicaps_for_testing();
-  alg::handicap_for_testing(c.challenger, 1.0);
-  for (int round = 0; round < 64; ++round) {
+  thin_lead_challenger_not_taken([](int round) {
     const int block = round / 4;
-    alg::handicap_for_testing(nullptr, block == 0 || block == 3 ? 10.0 : 1.06);
-    allreduce_matches_library(comm, round, 11);
-    if (round == 31) {
-      EXPECT_EQ(alg::trial_counts().taken, 0u) << "taken half way";
-    }
-  }
-  alg::no_handicaps_for_testing();
-  EXPECT_EQ(calls(name.c_str()), 32u);
-  EXPECT_EQ(calls("library"), 32u);
-  EXPECT_EQ(alg::trial_counts().taken, 0u);
-  EXPECT_EQ(alg::trial_counts().not_taken, 1u);
-  for (int round = 64; round < 70; ++round) allreduce_matches_library(comm, round, 11);
-  EXPECT_EQ(calls("library"), 38u);
-  EXPECT_TRUE(same_on_every_rank(calls("library"), comm)) << "every rank runs the same side";
-  PMPI_Comm_free(&comm);
-  set_trial("0");
+    return block == 0 || block == 3 ? 10.0 : 1.06;
+  });
 }
 
 // A challenger ahead on the slowest rank only because ranks' calls of the
@@ -1163,41 +1174,13 @@ TEST_F(ProfileLoading, AHalfWayLeadOnTheOpponentsSlowBlocksDoesNotTakeTheShape) 
 // library's, every rank alike.
 TEST_F(ProfileLoading, AChallengerAheadOnOneSlowRankOnlyDoesNotTakeTheShape) {
   if (world_size() < 2) GTEST_SKIP() << "one rank passes through";
-  set_trial(nullptr);
-  alg::Choice c;
-  ASSERT_NO_FATAL_FAILURE(load_thin_lead(&c));
-  ASSERT_EQ(c.algorithm, nullptr);
-  ASSERT_NE(c.challenger, nullptr);
-  const std::string name(c.challenger->name);
-  auto calls = [](const char* algorithm) { return calls_of(alg::Collective::allreduce, algorithm); };
-  MPI_Comm comm = seen_duplicate();
-  alg::reset_collectives_counts();
-  alg::reset_trial_counts();
-  alg::no_handicaps_for_testing();
-  alg::handicap_for_testing(c.challenger, 1.0);
   // Blocks of four calls run library, challenger, challenger, library, ...:
   // the library's eight blocks are calls 0-3, 12-19, 28-35, 44-51 and 60-63.
   const std::set<int> last_stalls = {0, 3, 7, 8, 12}, before_last_stalls = {4, 11};  // in blocks of four calls
-  const std::set<int>& stalls = world_rank() == world_size() - 1   ? last_stalls
-                                : world_rank() == world_size() - 2 ? before_last_stalls
-                                                                   : std::set<int>{};
-  for (int round = 0; round < 64; ++round) {
-    alg::handicap_for_testing(nullptr, stalls.count(round / 4) ? 10.0 : 0.8);
-    allreduce_matches_library(comm, round, 11);
-    if (round == 31) {
-      EXPECT_EQ(alg::trial_counts().taken, 0u) << "taken half way";
-    }
-  }
-  alg::no_handicaps_for_testing();
-  EXPECT_EQ(calls(name.c_str()), 32u);
-  EXPECT_EQ(calls("library"), 32u);
-  EXPECT_EQ(alg::trial_counts().taken, 0u);
-  EXPECT_EQ(alg::trial_counts().not_taken, 1u);
-  for (int round = 64; round < 70; ++round) allreduce_matches_library(comm, round, 11);
-  EXPECT_EQ(calls("library"), 38u);
-  EXPECT_TRUE(same_on_every_rank(calls("library"), comm)) << "every rank runs the same side";
-  PMPI_Comm_free(&comm);
-  set_trial("0");
+  const std::set<int> stalls = world_rank() == world_size() - 1   ? last_stalls
+                               : world_rank() == world_size() - 2 ? before_last_stalls
+                                                                  : std::set<int>{};
+  thin_lead_challenger_not_taken([&](int round) { return stalls.count(round / 4) ? 10.0 : 0.8; });
 }
 
 // The model's choice thinly ahead of the next fastest on the count the
