@@ -113,8 +113,22 @@ multiarch=${multiarch:-$(uname -m)-linux-gnu}
 
 # --- MPI from the carried .deb files -----------------------------------------
 # dpkg -x into build-gpu-carry/root, skipping packages the machine already has
-# (its own libc and friends must win); the paths baked into the wrapper
+# whole (its own libc and friends must win); the paths baked into the wrapper
 # compilers, pkg-config files and Open MPI are pointed at the unpacked tree.
+
+# Whether the machine has package $1 whole: dpkg calls it installed, and every
+# file of the carried $2 is there (documentation aside, which images strip).
+# On a GPU machine whose image registers part of another Open MPI, skipping
+# the carried packages on dpkg's word alone left CMake without a usable MPI.
+installed_whole() {  # PACKAGE DEB
+  command -v dpkg-query >/dev/null && dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "ok installed" || return 1
+  local f
+  while read -r f; do
+    f=/${f#./}
+    [[ -e $f || -L $f ]] || return 1
+  done < <(dpkg-deb --fsys-tarfile "$2" | tar -t | grep -v -E '/$|^\./usr/share/(doc|man|info|lintian|locale)/')
+}
+
 unpack_debs() {
   local r=$carry/root
   if [[ ! -f $r/.unpacked ]]; then
@@ -122,9 +136,7 @@ unpack_debs() {
     rm -rf "$r" && mkdir -p "$r"
     for deb in "$carry"/debs/*.deb; do
       pkg=$(dpkg-deb -f "$deb" Package 2>/dev/null || basename "$deb" | cut -d_ -f1)
-      if command -v dpkg-query >/dev/null && dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "ok installed"; then
-        continue
-      fi
+      installed_whole "$pkg" "$deb" && continue
       dpkg-deb -x "$deb" "$r" || { echo "cannot unpack $deb"; return 1; }
     done
     # Text files that name /usr: MPICH's wrapper scripts, pkg-config files.
