@@ -139,6 +139,12 @@ Remembered decide(const Call& c, MPI_Comm comm, std::optional<bool> commutative 
     challenged = triable_call && !choice.algorithm && choice.challenger;
     chained = false;
     next = challenged ? queue_behind(choice, &chained) : 0;
+    // The model's choice on trial: where it is returned to the library, the
+    // next fastest is tried against it (Choice::fallback).
+    if (tried && !challenged && choice.fallback) {
+      const size_t k = candidate_index(choice.fallback);
+      next = static_cast<uint8_t>(k < 16 ? k : 0);
+    }
     incumbent = 0;
     if (challenged) {
       tried = true;
@@ -232,6 +238,15 @@ bool both_run_as_decided(const Remembered& r, uint8_t condition, const Algorithm
   return runs_as_decided(a, c, h) && (!opponent || runs_as_decided(*opponent, c, h));
 }
 
+// What the trial of r's pattern `condition` asks of its choice (trial.h,
+// TrialRole), from r's bits: the same for every call of that trial, the
+// first after a verdict too (a trial is keyed by its role).
+TrialRole role_of(const Remembered& r, uint8_t condition) {
+  const bool thin = (r.challenged & Remembered::thin_bit(condition)) != 0;
+  if (r.challenged >> condition & 1u) return thin ? TrialRole::thin_challenger : TrialRole::challenger;
+  return thin ? TrialRole::thin : TrialRole::model;
+}
+
 std::optional<int> take(const Call& c, MPI_Comm comm) {
   if (!config().collectives || comm == MPI_COMM_NULL) {
     count_call(c.collective, nullptr);
@@ -268,12 +283,7 @@ std::optional<int> take(const Call& c, MPI_Comm comm) {
     // The model's choice, or a challenger, not yet confirmed on this pattern's own calls.
     std::optional<int> ran;
     Remembered settled = *known;
-    const bool thin = (settled.challenged & Remembered::thin_bit(condition)) != 0;
-    const TrialRole role = (settled.challenged >> condition & 1u)
-                               ? (thin ? TrialRole::thin_challenger : TrialRole::challenger)
-                           : thin ? TrialRole::thin
-                                  : TrialRole::model;
-    Verdict v = trial_run(*a, c, *h, condition, role, settled.incumbent_for(condition), &ran);
+    Verdict v = trial_run(*a, c, *h, condition, role_of(settled, condition), settled.incumbent_for(condition), &ran);
     if (v != Verdict::trying) {
       // A trial over before this call, with another challenger after it:
       // that one's trial has the call. Walked from the trial book on every
@@ -281,7 +291,7 @@ std::optional<int> take(const Call& c, MPI_Comm comm) {
       // decided the call again starts from the first challenger).
       settled.settle(condition, v == Verdict::keep);
       while (!ran && (settled.on_trial >> condition & 1u)) {
-        v = trial_run(*settled.alternative_for(condition), c, *h, condition, TrialRole::challenger,
+        v = trial_run(*settled.alternative_for(condition), c, *h, condition, role_of(settled, condition),
                       settled.incumbent_for(condition), &ran);
         if (v == Verdict::trying) break;
         settled.settle(condition, v == Verdict::keep);

@@ -76,7 +76,9 @@ struct Remembered {
   // best in the high four, Choice::next_challenger and third_challenger).
   // The head is tried where this one does not take the pattern; where it
   // does, only with the pattern's bit in `chained` (for the second,
-  // Choice::next_against_first; the formulas' best always).
+  // Choice::next_against_first; the formulas' best always). For the
+  // model's choice on trial (not a challenger), its fallback alone
+  // (Choice::fallback), tried where the choice is returned to the library.
   std::array<uint8_t, 3> next_challenger{};
   uint8_t chained = 0;
   // Per pattern, what a challenger is tried against: the library (0), or a
@@ -113,6 +115,17 @@ struct Remembered {
   // what it was tried against serves the pattern.
   void settle(uint8_t condition, bool keep) {
     const auto bit = static_cast<uint8_t>(1u << condition);
+    if (!(challenged & bit) && !keep && next_challenger[condition]) {
+      // The model's choice returned: its fallback is tried against the
+      // library, as a challenger (to a thin lead, where the choice was
+      // tried for one: the thin bit stays).
+      const auto head = static_cast<uint8_t>(next_challenger[condition] & 15u);
+      next_challenger[condition] = 0;
+      challenged |= bit;
+      incumbent[condition] = 0;
+      set_choice(condition, head);
+      return;
+    }
     if (challenged & bit) {
       if (keep) incumbent[condition] = index_of(alternative_for(condition));
       while (next_challenger[condition]) {

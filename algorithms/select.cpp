@@ -426,6 +426,13 @@ Choice decide(std::span<const Algorithm* const> candidates, const Shape& s, cons
   if (!c.from_measurements) c.margin = formula_margin(s, m);
   c.thin_lead = model_leads_thinly(c);
   c.runner_up = second.thinly_behind(c, s, series != nullptr);
+  // The fastest of the others, left out as behind the library in a
+  // condition or not, where the library's lead over it is thin.
+  const bool behind_first = best_behind && best_behind_time.seconds < second.seconds;
+  const Algorithm* next = behind_first ? best_behind : second.algorithm;
+  const double next_seconds = behind_first ? best_behind_time.seconds : second.seconds;
+  if (c.decision == Decision::model && next && next != c.algorithm && next_seconds < kThinLead * c.library_seconds)
+    c.fallback = next;
   offer_challenger(c, candidates, s, m);
   return c;
 }
@@ -602,6 +609,9 @@ std::string explain(const Shape& s, const Tuning& t, const CostModel& m) {
                                   ", against the library or the one taken"
                             : std::string()) +
         ")\n";
+  if (c.fallback && c.decision == Decision::model && (c.thin_lead || c.untimed))
+    out += "where the job's first calls return " + name_of(c.algorithm) + " to the library, " + name_of(c.fallback) +
+           ", the next fastest, is tried against it (taken only if it leads by more than 10%)\n";
   // A rooted call whose root moved since the previous one is decided apart.
   if ((s.collective == Collective::bcast || s.collective == Collective::reduce) && !s.moving_root) {
     Shape moved = s;

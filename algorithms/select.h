@@ -96,6 +96,20 @@ struct Choice {
   // (timed on 3 of its ranks), ran 1.6x slower than lanes in a 3-rank job.
   // Not for a call whose root moved.
   const Algorithm* runner_up = nullptr;
+  // Where the model chose an algorithm: the next fastest (left out as
+  // behind the library in a condition or not), where the library does not
+  // lead it by kThinLead, or null. Where the choice is tried
+  // against the library (a thin lead on a count the profile timed, a count
+  // it did not time, VENEER_TRIAL) and returned to it, this one is tried
+  // next, as a challenger to the library (to a thin lead of it, where the
+  // choice was tried for a thin lead), as the fastest algorithm is where
+  // the library's lead is thin: it takes the shape only by leading.
+  // MPICH's reduce of 64 KiB-1 MiB first since a barrier on 3 ranks, where
+  // a 4-rank job's profile (timed on 3 of its ranks) put
+  // reduce_scatter_gather first and two_level second: the trial returned
+  // reduce_scatter_gather to the library (0.6-0.9x of it), and two_level,
+  // 1.7-2.1x faster than the library there, was never tried.
+  const Algorithm* fallback = nullptr;
 };
 
 Choice choose(const Shape& s, const Tuning& t, const CostModel& m);

@@ -23,7 +23,10 @@
 // library is thin (below 1.5x, select.h kThinLead) is tried by default as
 // above: an application's pattern moves the times by more than that. So,
 // where the library's own lead there is thin, the fastest algorithm is
-// tried against it as a challenger (TrialRole::thin_challenger).
+// tried against it as a challenger (TrialRole::thin_challenger). A choice
+// of the model's that its trial returns to the library is followed by the
+// next fastest, where the library's lead over that one is thin too, tried
+// against the library as a challenger (select.h, Choice::fallback).
 //
 // On a rank count the profile did not time (a sub-communicator, a job of
 // another size), its numbers are a guess either way, and a trial runs by

@@ -1066,6 +1066,75 @@ TEST_F(ProfileLoading, AThinLeadOnATimedCountIsTriedOnTheJobsCalls) {
   set_trial("0");
 }
 
+// The model's choice returned to the library by its trial, the next
+// fastest is tried against the library (Choice::fallback): two_level
+// measured 1.4x ahead of the library (a thin lead, tried), ring 1.2x. With
+// two_level's calls made to look 2 s slower and the library's 1 s, the
+// library leads two_level's trial (32 calls a side) and ring, tried next
+// as a challenger to a thin lead, leads the library and serves the shape
+// from then on; with ring's calls made 1 s slower as well, ring is not
+// taken and the library serves it. Where the library leads every other
+// algorithm by 1.6x (kThinLead or more), none is named. Every result is
+// the library's, every rank alike.
+TEST_F(ProfileLoading, TheNextFastestIsTriedWhereTheModelsChoiceIsReturned) {
+  if (world_size() < 2) GTEST_SKIP() << "one rank passes through";
+  set_trial(nullptr);
+  topo::Profile prof = profile_where("two_level", 0, 1.4);
+  for (topo::CollectivePoint& pt : prof.collectives)
+    for (auto& [name, timing] : pt.times)
+      if (name == "ring") timing.median /= 1.2;
+  ASSERT_EQ(load(file("fallback.json", topo::profile_text(prof))).info.status, ProfileStatus::loaded);
+  const topo::Hierarchy* world = topo::hierarchy(MPI_COMM_WORLD);
+  ASSERT_NE(world, nullptr);
+  const alg::Algorithm* two_level = alg::find_algorithm(alg::Collective::allreduce, "two_level");
+  const alg::Algorithm* ring = alg::find_algorithm(alg::Collective::allreduce, "ring");
+  ASSERT_NE(two_level, nullptr);
+  ASSERT_NE(ring, nullptr);
+  auto choice = [&] {
+    return alg::choose(alg::shape_of(alg::Collective::allreduce, 700 * 8, *world), alg::Tuning::from_env(),
+                       alg::cost_model());
+  };
+  const alg::Choice c = choice();
+  EXPECT_EQ(c.algorithm, two_level);
+  EXPECT_TRUE(c.thin_lead);
+  EXPECT_EQ(c.fallback, ring);
+  auto calls = [](const char* algorithm) { return calls_of(alg::Collective::allreduce, algorithm); };
+  for (const bool ring_leads : {true, false}) {
+    SCOPED_TRACE(ring_leads ? "ring leads the library" : "the library leads ring");
+    MPI_Comm comm = seen_duplicate();
+    alg::reset_collectives_counts();
+    alg::reset_trial_counts();
+    alg::no_handicaps_for_testing();
+    alg::handicap_for_testing(two_level, 2.0);
+    alg::handicap_for_testing(nullptr, 1.0);
+    if (!ring_leads) alg::handicap_for_testing(ring, 2.0);
+    for (int round = 0; round < 100; ++round) allreduce_matches_library(comm, round, 11);
+    alg::no_handicaps_for_testing();
+    EXPECT_EQ(calls("two_level"), 32u);
+    const alg::TrialCounts ended = alg::trial_counts();
+    EXPECT_EQ(ended.dropped, 1u);
+    EXPECT_EQ(ended.taken, ring_leads ? 1u : 0u);
+    EXPECT_EQ(ended.not_taken, ring_leads ? 0u : 1u);
+    const char* serving = ring_leads ? "ring" : "library";
+    const uint64_t before = calls(serving);
+    for (int round = 100; round < 106; ++round) allreduce_matches_library(comm, round, 11);
+    const uint64_t after = calls(serving);
+    EXPECT_EQ(after, before + 6);
+    EXPECT_EQ(calls("two_level"), 32u);
+    EXPECT_TRUE(same_on_every_rank(after, comm)) << "every rank runs the same side";
+    PMPI_Comm_free(&comm);
+  }
+  for (topo::CollectivePoint& pt : prof.collectives) {
+    const double library = pt.times.front().second.median;
+    for (auto& [name, timing] : pt.times)
+      if (name != "library" && name != "two_level") timing.median = library * 1.6;
+  }
+  ASSERT_EQ(load(file("no_fallback.json", topo::profile_text(prof))).info.status, ProfileStatus::loaded);
+  EXPECT_EQ(choice().algorithm, two_level);
+  EXPECT_EQ(choice().fallback, nullptr);
+  set_trial("0");
+}
+
 // A thin lead of the library's on the count the profile timed (trials at
 // their default): the library measured 1.3x ahead of every algorithm keeps
 // the shape, and the job's own calls try the fastest of the others (the
