@@ -113,12 +113,35 @@ TEST(Decisions, AChallengerNotTakenHandsThePatternToTheNextOne) {
   EXPECT_EQ(r.alternative_for(2), bcasts[0]);
   EXPECT_EQ(r.on_trial, 0);
   EXPECT_EQ(r.challenged, 0);
-  // The model's own choice returned to the library: no challenger follows.
-  alg::Remembered own{.algorithm = bcasts[0], .on_trial = 1, .collective = Collective::bcast};
-  own.next_challenger = {2, 0, 0};
-  own.settle(0, false);
-  EXPECT_EQ(own.alternative_for(0), nullptr);
-  EXPECT_EQ(own.on_trial, 0);
+  // The model's own choice returned to the library: its fallback
+  // (Choice::fallback) follows as a challenger to the library, a challenger
+  // to a thin lead where the choice was tried for one (the thin bit
+  // stays); not taken, the library serves the pattern. Kept, the choice
+  // stays and the fallback is dropped. Without one, the library at once.
+  for (const bool thin : {false, true}) {
+    alg::Remembered own{.algorithm = bcasts[0], .on_trial = 1, .collective = Collective::bcast};
+    if (thin) own.challenged = alg::Remembered::thin_bit(0);
+    own.next_challenger = {2, 0, 0};
+    own.settle(0, false);
+    EXPECT_EQ(own.alternative_for(0), bcasts[1]);
+    EXPECT_EQ(own.on_trial, 1);
+    EXPECT_EQ(own.challenged, thin ? 1 | alg::Remembered::thin_bit(0) : 1);
+    EXPECT_EQ(own.incumbent_for(0), nullptr);
+    own.settle(0, false);
+    EXPECT_EQ(own.alternative_for(0), nullptr);
+    EXPECT_EQ(own.on_trial, 0);
+    EXPECT_EQ(own.challenged, 0);
+  }
+  alg::Remembered kept{.algorithm = bcasts[0], .on_trial = 1, .collective = Collective::bcast};
+  kept.next_challenger = {2, 0, 0};
+  kept.settle(0, true);
+  EXPECT_EQ(kept.alternative_for(0), bcasts[0]);
+  EXPECT_EQ(kept.on_trial, 0);
+  EXPECT_EQ(kept.next_challenger[0], 0);
+  alg::Remembered alone{.algorithm = bcasts[0], .on_trial = 1, .collective = Collective::bcast};
+  alone.settle(0, false);
+  EXPECT_EQ(alone.alternative_for(0), nullptr);
+  EXPECT_EQ(alone.on_trial, 0);
 }
 
 TEST(Decisions, AChallengerTakenIsTheNextOnesOpponent) {
