@@ -40,6 +40,18 @@ uint8_t queue_behind(const Choice& choice, bool* chained) {
   return static_cast<uint8_t>(next | third << 4);
 }
 
+// The queue behind a pattern's first trial (Remembered::next_challenger):
+// behind a challenger, queue_behind()'s; behind the model's choice on
+// trial (`model_tried`), its fallback, tried where the choice is returned
+// to the library (Choice::fallback); else none.
+uint8_t queue_for(const Choice& choice, bool challenged, bool model_tried, bool* chained) {
+  *chained = false;
+  if (challenged) return queue_behind(choice, chained);
+  if (!model_tried || !choice.fallback) return 0;
+  const size_t k = candidate_index(choice.fallback);
+  return static_cast<uint8_t>(k < 16 ? k : 0);
+}
+
 // What a decision reads before the communicator's layout: the call's shape,
 // the rules in force, and whether comm's first calls pass undecided (not
 // on MPI_COMM_WORLD, never made per use, nor under a user's rule,
@@ -137,14 +149,7 @@ Remembered decide(const Call& c, MPI_Comm comm, std::optional<bool> commutative 
             (trial_timed || choice.untimed || choice.thin_lead);
     thin = choice.thin_lead && tried;
     challenged = triable_call && !choice.algorithm && choice.challenger;
-    chained = false;
-    next = challenged ? queue_behind(choice, &chained) : 0;
-    // The model's choice on trial: where it is returned to the library, the
-    // next fastest is tried against it (Choice::fallback).
-    if (tried && !challenged && choice.fallback) {
-      const size_t k = candidate_index(choice.fallback);
-      next = static_cast<uint8_t>(k < 16 ? k : 0);
-    }
+    next = queue_for(choice, challenged, tried, &chained);
     incumbent = 0;
     if (challenged) {
       tried = true;

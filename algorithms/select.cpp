@@ -307,6 +307,18 @@ struct Runner {
   }
 };
 
+// Choice::fallback: where the model chose an algorithm, the fastest of the
+// others (`second`, or `behind`, the fastest of those left out as behind
+// the library in a condition), where the library's lead over it is thin.
+const Algorithm* fallback_of(const Choice& c, const Runner& second, const Algorithm* behind,
+                             const Prediction& behind_time) {
+  const bool behind_first = behind && behind_time.seconds < second.seconds;
+  const Algorithm* next = behind_first ? behind : second.algorithm;
+  const double seconds = behind_first ? behind_time.seconds : second.seconds;
+  if (c.decision != Decision::model || !next || next == c.algorithm) return nullptr;
+  return seconds < kThinLead * c.library_seconds ? next : nullptr;
+}
+
 // choose_among() without counting (explain() uses it too).
 Choice decide(std::span<const Algorithm* const> candidates, const Shape& s, const Tuning& t, const CostModel& m) {
   Choice c;
@@ -426,13 +438,7 @@ Choice decide(std::span<const Algorithm* const> candidates, const Shape& s, cons
   if (!c.from_measurements) c.margin = formula_margin(s, m);
   c.thin_lead = model_leads_thinly(c);
   c.runner_up = second.thinly_behind(c, s, series != nullptr);
-  // The fastest of the others, left out as behind the library in a
-  // condition or not, where the library's lead over it is thin.
-  const bool behind_first = best_behind && best_behind_time.seconds < second.seconds;
-  const Algorithm* next = behind_first ? best_behind : second.algorithm;
-  const double next_seconds = behind_first ? best_behind_time.seconds : second.seconds;
-  if (c.decision == Decision::model && next && next != c.algorithm && next_seconds < kThinLead * c.library_seconds)
-    c.fallback = next;
+  c.fallback = fallback_of(c, second, best_behind, best_behind_time);
   offer_challenger(c, candidates, s, m);
   return c;
 }
