@@ -131,6 +131,20 @@ topo::Profile profile_with_256k_where(const std::string& fast, int more_ranks) {
   return large;
 }
 
+// `p` with every time of `name` multiplied by `factor`.
+topo::Profile with_times_scaled(topo::Profile p, std::string_view name, double factor) {
+  for (topo::CollectivePoint& pt : p.collectives)
+    for (auto& [n, timing] : pt.times)
+      if (n == name) timing.median *= factor;
+  return p;
+}
+
+// The model's choice, under the profile loaded, for an allreduce of 700
+// doubles (allreduce_matches_library's calls) on h.
+alg::Choice choice_for_700_doubles(const topo::Hierarchy& h) {
+  return alg::choose(alg::shape_of(alg::Collective::allreduce, 700 * 8, h), alg::Tuning::from_env(), alg::cost_model());
+}
+
 // A 256 KiB allreduce of doubles on comm (round `round`'s values), checked
 // against PMPI_Allreduce.
 void large_allreduce_matches_library(MPI_Comm comm, int round) {
@@ -313,8 +327,7 @@ class ProfileLoading : public ::testing::Test {
               ProfileStatus::loaded);
     const topo::Hierarchy* world = topo::hierarchy(MPI_COMM_WORLD);
     ASSERT_NE(world, nullptr);
-    *c = alg::choose(alg::shape_of(alg::Collective::allreduce, 700 * 8, *world), alg::Tuning::from_env(),
-                     alg::cost_model());
+    *c = choice_for_700_doubles(*world);
   }
   // The thin lead's trial (load_thin_lead) with trials at their default:
   // the challenger's calls made to look 1 s a call, the library's
@@ -1079,10 +1092,7 @@ TEST_F(ProfileLoading, AThinLeadOnATimedCountIsTriedOnTheJobsCalls) {
 TEST_F(ProfileLoading, TheNextFastestIsTriedWhereTheModelsChoiceIsReturned) {
   if (world_size() < 2) GTEST_SKIP() << "one rank passes through";
   set_trial(nullptr);
-  topo::Profile prof = profile_where("two_level", 0, 1.4);
-  for (topo::CollectivePoint& pt : prof.collectives)
-    for (auto& [name, timing] : pt.times)
-      if (name == "ring") timing.median /= 1.2;
+  topo::Profile prof = with_times_scaled(profile_where("two_level", 0, 1.4), "ring", 1 / 1.2);
   ASSERT_EQ(load(file("fallback.json", topo::profile_text(prof))).info.status, ProfileStatus::loaded);
   const topo::Hierarchy* world = topo::hierarchy(MPI_COMM_WORLD);
   ASSERT_NE(world, nullptr);
@@ -1090,10 +1100,7 @@ TEST_F(ProfileLoading, TheNextFastestIsTriedWhereTheModelsChoiceIsReturned) {
   const alg::Algorithm* ring = alg::find_algorithm(alg::Collective::allreduce, "ring");
   ASSERT_NE(two_level, nullptr);
   ASSERT_NE(ring, nullptr);
-  auto choice = [&] {
-    return alg::choose(alg::shape_of(alg::Collective::allreduce, 700 * 8, *world), alg::Tuning::from_env(),
-                       alg::cost_model());
-  };
+  auto choice = [&] { return choice_for_700_doubles(*world); };
   const alg::Choice c = choice();
   EXPECT_EQ(c.algorithm, two_level);
   EXPECT_TRUE(c.thin_lead);
@@ -1195,10 +1202,7 @@ TEST_F(ProfileLoading, AThinLeadOfTheLibrarysIsChallengedOnTheJobsCalls) {
   }
   // The library twice as fast: no challenger, the library from the first call.
   ASSERT_EQ(load(file("good.json", topo::profile_text(profile_where("library")))).info.status, ProfileStatus::loaded);
-  EXPECT_EQ(alg::choose(alg::shape_of(alg::Collective::allreduce, 700 * 8, *world), alg::Tuning::from_env(),
-                        alg::cost_model())
-                .challenger,
-            nullptr);
+  EXPECT_EQ(choice_for_700_doubles(*world).challenger, nullptr);
   MPI_Comm comm = seen_duplicate();
   alg::reset_collectives_counts();
   alg::reset_trial_counts();
@@ -1265,11 +1269,7 @@ TEST_F(ProfileLoading, TheRunnerUpToAThinLeadOverItIsTriedAgainstTheChoice) {
   if (world_size() < 2) GTEST_SKIP() << "one rank passes through";
   set_trial(nullptr);
   auto profile = [](double ring_behind) {
-    topo::Profile p = profile_where("two_level");
-    for (topo::CollectivePoint& pt : p.collectives)
-      for (auto& [name, timing] : pt.times)
-        if (name == "ring") timing.median = timing.median / 2 * ring_behind;
-    return p;
+    return with_times_scaled(profile_where("two_level"), "ring", ring_behind / 2);
   };
   ASSERT_EQ(load(file("runner_up.json", topo::profile_text(profile(1.25)))).info.status, ProfileStatus::loaded);
   const topo::Hierarchy* world = topo::hierarchy(MPI_COMM_WORLD);
@@ -1278,10 +1278,7 @@ TEST_F(ProfileLoading, TheRunnerUpToAThinLeadOverItIsTriedAgainstTheChoice) {
   const alg::Algorithm* ring = alg::find_algorithm(alg::Collective::allreduce, "ring");
   ASSERT_NE(two_level, nullptr);
   ASSERT_NE(ring, nullptr);
-  auto choice = [&] {
-    return alg::choose(alg::shape_of(alg::Collective::allreduce, 700 * 8, *world), alg::Tuning::from_env(),
-                       alg::cost_model());
-  };
+  auto choice = [&] { return choice_for_700_doubles(*world); };
   const alg::Choice c = choice();
   EXPECT_EQ(c.algorithm, two_level);
   EXPECT_FALSE(c.thin_lead);
