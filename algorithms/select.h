@@ -68,7 +68,8 @@ struct Choice {
   // Where the library is kept on such a shape: the algorithm to try against
   // it (the fastest on the nearest rank count timed, else `best`), or null;
   // and the one tried next where it does not take the shape (the fastest on
-  // a farther count timed, where that is another), or null.
+  // a farther count timed, where that is another), or null. On a timed
+  // count, see thin_lead.
   const Algorithm* challenger = nullptr;
   const Algorithm* next_challenger = nullptr;
   // Whether the next one is also tried where the first takes the shape,
@@ -82,7 +83,9 @@ struct Choice {
   const Algorithm* third_challenger = nullptr;
   // On a rank count the profile timed, the side chosen leads the other by
   // less than kThinLead: the model's choice over the library, or the
-  // library over `best`, which is then the challenger, the only one. Open
+  // library over `best`, which is then the challenger (and the next
+  // fastest, where the library's lead over it is thin too, the next
+  // challenger, tried where the first is not taken). Open
   // MPI's reduce of 16 B at 3 ranks, first since a barrier, which the
   // library led by 1.2x in a 4-rank job's profile (timed on 3 of its
   // ranks), ran 5x slower than binomial in a 3-rank job.

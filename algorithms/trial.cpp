@@ -95,7 +95,33 @@ struct TrialBook {
   std::mutex lock;
   std::vector<Trial> trials;
   std::vector<NeighbourAnswer> neighbours;
+  TrialBook() = default;
+  TrialBook(const TrialBook&) = delete;
+  TrialBook& operator=(const TrialBook&) = delete;
+  // A communicator freed while a trial after a barrier ran: its barriers
+  // need no more timing for it.
+  ~TrialBook() {
+    for (const Trial& t : trials)
+      if (t.key.condition == 2 && t.verdict == Verdict::trying)
+        g_barrier_trials.fetch_sub(1, std::memory_order_relaxed);
+  }
 };
+
+// The last barrier timed on this thread (note_barrier_seconds), until a
+// trial's call on its communicator counts it.
+struct BarrierSeconds {
+  MPI_Comm comm = MPI_COMM_NULL;
+  double seconds = 0;
+};
+thread_local BarrierSeconds t_barrier;
+
+// Seconds of the barrier on comm just before this call (0: none timed).
+double barrier_before(MPI_Comm comm) {
+  if (t_barrier.comm != comm) return 0;
+  const double s = t_barrier.seconds;
+  t_barrier = {};
+  return s;
+}
 // More distinct shapes than this on one communicator are not tried (every
 // rank meets the same shapes in the same order, so all stop at the same one).
 constexpr size_t kMaxTrials = 512;
@@ -547,6 +573,7 @@ Verdict trial_run(const Algorithm& a, const Call& c, const Hierarchy& h, uint8_t
       it->block_calls = block_calls_for(c, condition, h.size);
       it->warm_calls = warm_calls_for(c);
       it->pairs = blocks_for(c, role);
+      if (condition == 2) g_barrier_trials.fetch_add(1, std::memory_order_relaxed);
     }
     if (it->verdict != Verdict::trying) return it->verdict;
     call = it->calls++;
@@ -567,6 +594,10 @@ Verdict trial_run(const Algorithm& a, const Call& c, const Hierarchy& h, uint8_t
   const bool algorithm_side = (block < 0 ? block == -2 : (block + 1) / 2 % 2 == 0) != challenger;
   double seconds = 0;
   *ran = timed(algorithm_side ? &a : opponent, c, h, &seconds);
+  // After a barrier, the barrier is part of the call's time: it waited for
+  // what the call before (of the same side: a block's first call is not
+  // timed) left behind.
+  if (condition == 2) seconds += barrier_before(h.parent);
   if (block < 0) return Verdict::trying;
 
   Trial done;
@@ -598,6 +629,7 @@ Verdict trial_run(const Algorithm& a, const Call& c, const Hierarchy& h, uint8_t
     return v;
   }
   if (it != book.trials.end()) {
+    if (it->key.condition == 2) g_barrier_trials.fetch_sub(1, std::memory_order_relaxed);
     it->verdict = v;
     it->lead = lead;
     it->mine = {};
@@ -607,6 +639,10 @@ Verdict trial_run(const Algorithm& a, const Call& c, const Hierarchy& h, uint8_t
   }
   return v;
 }
+
+std::atomic<int> g_barrier_trials{0};
+
+void note_barrier_seconds(MPI_Comm comm, double seconds) { t_barrier = {.comm = comm, .seconds = seconds}; }
 
 size_t pairs_to_win(size_t pairs) { return (3 * pairs + 3) / 4; }
 

@@ -8,7 +8,9 @@
 // root moves on every call, on up to 8 ranks, whole turns of the root over
 // the ranks after the first call), the
 // algorithm's and the library's alternating, each timed on
-// every rank over all but its first call; after VENEER_TRIAL calls of each
+// every rank over all but its first call (a call that is the first since
+// a barrier with the barrier before it, which waits for what the call
+// before it left behind); after VENEER_TRIAL calls of each
 // side (rounded up to whole blocks of four; fewer above 64 KiB a call, down
 // to two blocks for a challenger, four for the model's choice), one
 // allreduce on the communicator finds each block's slowest rank, and where

@@ -6,6 +6,7 @@
 
 #include <mpi.h>
 
+#include <chrono>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -339,8 +340,15 @@ template <alg::Collective kind>
 // Passed through; counted where a collective's choice depends on whether a
 // barrier came before it (algorithms::note_barrier).
 extern "C" int MPI_Barrier(MPI_Comm comm) {
-  if (alg::barriers_matter()) [[unlikely]]
+  if (alg::barriers_matter()) [[unlikely]] {
     alg::note_barrier(comm);
+    if (alg::barriers_timed()) {
+      const auto start = std::chrono::steady_clock::now();
+      const int rc = next::Barrier(comm);
+      alg::note_barrier_seconds(comm, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+      return rc;
+    }
+  }
   return next::Barrier(comm);
 }
 

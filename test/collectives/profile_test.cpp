@@ -322,12 +322,21 @@ class ProfileLoading : public ::testing::Test {
   // Loads the profile where the library leads every algorithm by 1.3x (a
   // thin lead), and gives the model's choice for an allreduce of 700
   // doubles on MPI_COMM_WORLD.
+  // The library 1.3x ahead of its challenger, the fastest of the others,
+  // and 1.6x ahead of the rest (no next challenger).
   void load_thin_lead(alg::Choice* c) {
-    ASSERT_EQ(load(file("thin.json", topo::profile_text(profile_where("library", 0, 1.3)))).info.status,
-              ProfileStatus::loaded);
+    topo::Profile prof = profile_where("library", 0, 1.3);
+    ASSERT_EQ(load(file("thin.json", topo::profile_text(prof))).info.status, ProfileStatus::loaded);
     const topo::Hierarchy* world = topo::hierarchy(MPI_COMM_WORLD);
     ASSERT_NE(world, nullptr);
+    const alg::Algorithm* first = choice_for_700_doubles(*world).challenger;
+    ASSERT_NE(first, nullptr);
+    for (topo::CollectivePoint& pt : prof.collectives)
+      for (auto& [name, timing] : pt.times)
+        if (name != "library" && name != first->name) timing.median *= 1.6 / 1.3;
+    ASSERT_EQ(load(file("thin.json", topo::profile_text(prof))).info.status, ProfileStatus::loaded);
     *c = choice_for_700_doubles(*world);
+    ASSERT_EQ(c->challenger, first);
   }
   // The thin lead's trial (load_thin_lead) with trials at their default:
   // the challenger's calls made to look 1 s a call, the library's
@@ -741,6 +750,73 @@ TEST_F(ProfileLoading, TheFirstCallAfterABarrierGetsTheWinnerBetweenBarriers) {
   EXPECT_EQ(count("library"), 3u);
   PMPI_Comm_free(&rows);
   PMPI_Comm_free(&columns);
+}
+
+// A trial of a call that is the first since a barrier counts the barrier
+// before each call with the call (algorithms/collectives.h,
+// note_barrier_seconds): what a side leaves the next barrier to wait for
+// is its cost. The profile above (ring 2.7x ahead of the library between
+// barriers), every choice tried (VENEER_TRIAL=8: two blocks of four a
+// side); the library's calls made to look half a second slower; before
+// each allgather a barrier, which the test makes out to have waited a
+// second after each call of one side. Waiting after ring's calls, the
+// library leads and serves the calls after barriers from then on (by its
+// calls alone, ring would have led); waiting after the library's, ring
+// stays. Every rank receives every rank's block.
+TEST_F(ProfileLoading, ABarrierAfterATrialsCallIsChargedToItsSide) {
+  const int p = world_size(), me = world_rank();
+  if (p < 2) GTEST_SKIP() << "one rank passes through";
+  set_trial("8");
+  topo::Profile prof = profile_where("library");
+  for (int64_t bytes : {int64_t{64}, int64_t{4096}}) {
+    topo::CollectivePoint pt = point_here("allgather", bytes * p, {});
+    pt.times.emplace_back("library", topo::Timing{1e-6, 0.02, 0, 8e-6});
+    pt.times.emplace_back("ring", topo::Timing{2e-6, 0.02, 0, 3e-6});
+    prof.collectives.push_back(pt);
+  }
+  ASSERT_EQ(load(file("charged.json", topo::profile_text(prof))).info.status, ProfileStatus::loaded);
+  const int n = 32;  // 128 B per rank
+  std::vector<int> mine(n), all(static_cast<size_t>(n * p));
+  int round = 0;
+  auto allgather = [&](MPI_Comm comm) {
+    ++round;
+    for (int i = 0; i < n; ++i) mine[static_cast<size_t>(i)] = me * 1000 + i + round;
+    std::fill(all.begin(), all.end(), -1);
+    ASSERT_EQ(MPI_Allgather(mine.data(), n, MPI_INT, all.data(), n, MPI_INT, comm), MPI_SUCCESS);
+    for (int r = 0; r < p; ++r)
+      for (int i = 0; i < n; ++i)
+        ASSERT_EQ(all[static_cast<size_t>(r * n + i)], r * 1000 + i + round) << "round " << round;
+  };
+  auto ring_calls = [] { return calls_of(alg::Collective::allgather, "ring"); };
+  for (const bool after_ring : {true, false}) {
+    SCOPED_TRACE(after_ring ? "barriers wait after ring's calls" : "barriers wait after the library's calls");
+    MPI_Comm comm = seen_duplicate();
+    allgather(comm);  // decides (and from now on barriers are noted)
+    alg::reset_trial_counts();
+    alg::no_handicaps_for_testing();
+    alg::handicap_for_testing(nullptr, 0.5);
+    bool ring_ran = false;
+    for (int k = 0; k < 16; ++k) {
+      ASSERT_EQ(MPI_Barrier(comm), MPI_SUCCESS);
+      if (k > 0 && ring_ran == after_ring) alg::note_barrier_seconds(comm, 1.0);
+      const uint64_t before = ring_calls();
+      allgather(comm);
+      ring_ran = ring_calls() > before;
+    }
+    alg::no_handicaps_for_testing();
+    const alg::TrialCounts ended = alg::trial_counts();
+    EXPECT_EQ(ended.dropped, after_ring ? 1u : 0u);
+    EXPECT_EQ(ended.kept, after_ring ? 0u : 1u);
+    const uint64_t before = ring_calls();
+    for (int k = 0; k < 4; ++k) {
+      ASSERT_EQ(MPI_Barrier(comm), MPI_SUCCESS);
+      allgather(comm);
+    }
+    EXPECT_EQ(ring_calls() - before, after_ring ? 0u : 4u);
+    EXPECT_TRUE(same_on_every_rank(ring_calls(), comm)) << "every rank runs the same side";
+    PMPI_Comm_free(&comm);
+  }
+  set_trial("0");
 }
 
 // A profile whose point-to-point section says Veneer pays up to `intra` bytes
@@ -1230,6 +1306,59 @@ TEST_F(ProfileLoading, AHalfWayLeadOnTheOpponentsSlowBlocksDoesNotTakeTheShape) 
     const int block = round / 4;
     return block == 0 || block == 3 ? 10.0 : 1.06;
   });
+}
+
+// A thin lead of the library's on the count the profile timed (trials at
+// their default), over two algorithms: the library measured 1.3x ahead of
+// every other. The fastest of them is tried against it as a challenger (16
+// calls of each side), and where it is not taken (its calls made to look
+// 2 s slower, the library's 1 s), the next fastest, also within 1.5x of
+// the library, is tried the same way (Choice::next_challenger): with its
+// calls as they ran, it leads and serves the shape from then on; made 2 s
+// slower too, it is not taken and the library serves it. Every result is
+// the library's, every rank alike.
+TEST_F(ProfileLoading, TheNextFastestIsTriedWhereAThinLeadsChallengerIsNotTaken) {
+  if (world_size() < 2) GTEST_SKIP() << "one rank passes through";
+  set_trial(nullptr);
+  ASSERT_EQ(load(file("thin_two.json", topo::profile_text(profile_where("library", 0, 1.3)))).info.status,
+            ProfileStatus::loaded);
+  const topo::Hierarchy* world = topo::hierarchy(MPI_COMM_WORLD);
+  ASSERT_NE(world, nullptr);
+  const alg::Choice c = choice_for_700_doubles(*world);
+  EXPECT_EQ(c.algorithm, nullptr);
+  EXPECT_TRUE(c.thin_lead);
+  ASSERT_NE(c.challenger, nullptr);
+  ASSERT_NE(c.next_challenger, nullptr);
+  EXPECT_NE(c.next_challenger, c.challenger);
+  EXPECT_FALSE(c.next_against_first);
+  const std::string first(c.challenger->name), next(c.next_challenger->name);
+  auto calls = [](const std::string& algorithm) { return calls_of(alg::Collective::allreduce, algorithm); };
+  for (const bool next_leads : {true, false}) {
+    SCOPED_TRACE(next_leads ? next + " leads the library" : "the library leads " + next);
+    MPI_Comm comm = seen_duplicate();
+    alg::reset_collectives_counts();
+    alg::reset_trial_counts();
+    alg::no_handicaps_for_testing();
+    alg::handicap_for_testing(c.challenger, 2.0);
+    alg::handicap_for_testing(nullptr, 1.0);
+    if (!next_leads) alg::handicap_for_testing(c.next_challenger, 2.0);
+    for (int round = 0; round < 64; ++round) allreduce_matches_library(comm, round, 11);
+    alg::no_handicaps_for_testing();
+    EXPECT_EQ(calls(first), 16u);
+    EXPECT_EQ(calls(next), 16u);
+    EXPECT_EQ(calls("library"), 32u);
+    const alg::TrialCounts ended = alg::trial_counts();
+    EXPECT_EQ(ended.taken, next_leads ? 1u : 0u);
+    EXPECT_EQ(ended.not_taken, next_leads ? 1u : 2u);
+    const std::string serving = next_leads ? next : "library";
+    const uint64_t before = calls(serving);
+    for (int round = 64; round < 70; ++round) allreduce_matches_library(comm, round, 11);
+    EXPECT_EQ(calls(serving), before + 6);
+    EXPECT_EQ(calls(first), 16u);
+    EXPECT_TRUE(same_on_every_rank(calls(serving), comm)) << "every rank runs the same side";
+    PMPI_Comm_free(&comm);
+  }
+  set_trial("0");
 }
 
 // A challenger ahead on the slowest rank only because ranks' calls of the
