@@ -952,8 +952,10 @@ int main(int argc, char** argv) {
                   static_cast<long long>(c.p2p_min_bytes));
     if (!veneer::config().enabled || !veneer::config().collectives)
       std::printf("# Veneer or its collectives are switched off: every choice is the library\n");
-    std::printf("# per call: median of %d interleaved batches of ~%.1f ms, slowest rank; forced times: * fastest\n",
-                o.repetitions, o.batch_seconds * 1e3);
+    std::printf(
+        "# per call: median of %d interleaved batches of ~%.1f ms, slowest rank (+bar: barrier to barrier); forced "
+        "times: * fastest\n",
+        o.repetitions, o.batch_seconds * 1e3);
     print_header();
   }
   std::FILE* json = nullptr;

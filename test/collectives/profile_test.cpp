@@ -1677,6 +1677,29 @@ TEST_F(ProfileLoading, ALargeCallsChallengerThatCannotWinStopsEarly) {
   EXPECT_EQ(alg::trial_counts().taken, 1u);
   PMPI_Comm_free(&comm);
 
+  // Ahead of the library's median by 5.8x, but on one slow block of the
+  // library's: its timed calls made to look 10 s in its first block
+  // (calls 4-5: blocks run library, two_level, two_level, library after the
+  // warm-up) and 1 s in its second, two_level's 0.95 s. Its median leads
+  // the library's fastest block by less than 1.10x: not taken.
+  comm = seen_duplicate();
+  alg::reset_collectives_counts();
+  alg::reset_trial_counts();
+  alg::handicap_for_testing(two_level, 0.95);
+  for (int round = 0; round < 12; ++round) {
+    alg::handicap_for_testing(nullptr, round == 4 || round == 5 ? 10.0 : 1.0);
+    allreduce(comm, round);
+  }
+  alg::no_handicaps_for_testing();
+  EXPECT_EQ(calls("library"), 6u);
+  EXPECT_EQ(calls("two_level"), 6u);
+  EXPECT_EQ(alg::trial_counts().not_taken, 1u);
+  EXPECT_EQ(alg::trial_counts().taken, 0u);
+  for (int round = 12; round < 14; ++round) allreduce(comm, round);
+  EXPECT_EQ(calls("library"), 8u);
+  EXPECT_TRUE(same_everywhere(calls("library"), comm)) << "every rank runs the same side";
+  PMPI_Comm_free(&comm);
+
   // Faster by 1.05x, within the margin: no more pairs, the library.
   handicapped_calls(1.05, 1.0, 12);
   EXPECT_EQ(calls("library"), 6u);
