@@ -556,8 +556,8 @@ std::optional<Row> check_collective(Collective c, int64_t target, MPI_Comm comm,
   // Each batch's time on each rank, per call: the whole batch (barriers
   // between included: what a loop of barrier and call takes, which a choice
   // that leaves the ranks apart makes the barrier wait for; MPICH on 3
-  // ranks timed two_level's 16 B allreduce at 9.3 us a call against the
-  // library's 10.7 and its loop at 18.2-19.3 us against 13.6-13.8), and,
+  // ranks timed two_level's 128 B allreduce at 9.8 us a call against the
+  // library's 11.4 and its loop at 18.2-19.3 us against 13.6-13.8), and,
   // where barriers come between, the calls alone (OSU's measure, taken on
   // the ranks' mean).
   std::vector<std::vector<double>> samples(valid.size()), calls_alone(valid.size());
