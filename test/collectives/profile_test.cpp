@@ -647,6 +647,34 @@ TEST_F(ProfileLoading, ACallWhoseRootMovedGetsTheRotatingWinner) {
   }
 }
 
+// The library's profile above, with allgather timed back to back and one
+// call between barriers at 64 B and 4 KiB a rank: the library wins the
+// first way, ring the second (MPICH's small allgathers measured so, with
+// two_level).
+topo::Profile profile_where_ring_leads_between_barriers() {
+  topo::Profile prof = profile_where("library");
+  for (int64_t bytes : {int64_t{64}, int64_t{4096}}) {
+    topo::CollectivePoint pt = point_here("allgather", bytes * world_size(), {});
+    pt.times.emplace_back("library", topo::Timing{1e-6, 0.02, 0, 8e-6});
+    pt.times.emplace_back("ring", topo::Timing{2e-6, 0.02, 0, 3e-6});
+    prof.collectives.push_back(pt);
+  }
+  return prof;
+}
+
+// One MPI_Allgather of 32 ints a rank (128 B, between the measured sizes;
+// values varying with `round`) through Veneer on comm; every rank receives
+// every rank's block.
+void allgather_matches(MPI_Comm comm, int round) {
+  const int n = 32, p = world_size(), me = world_rank();
+  std::vector<int> mine(n), all(static_cast<size_t>(n * p), -1);
+  for (int i = 0; i < n; ++i) mine[static_cast<size_t>(i)] = me * 1000 + i + round;
+  ASSERT_EQ(MPI_Allgather(mine.data(), n, MPI_INT, all.data(), n, MPI_INT, comm), MPI_SUCCESS);
+  for (int r = 0; r < p; ++r)
+    for (int i = 0; i < n; ++i)
+      ASSERT_EQ(all[static_cast<size_t>(r * n + i)], r * 1000 + i + round) << "round " << round;
+}
+
 // Allgather timed back to back and one call between barriers: the library
 // wins the first way, ring the second (MPICH's small allgathers measured
 // so, with two_level). The first allgather on a communicator since an
@@ -654,33 +682,16 @@ TEST_F(ProfileLoading, ACallWhoseRootMovedGetsTheRotatingWinner) {
 // rank; a barrier through PMPI_Barrier or on another communicator is not
 // one. Every rank receives every rank's block.
 TEST_F(ProfileLoading, TheFirstCallAfterABarrierGetsTheWinnerBetweenBarriers) {
-  const int p = world_size(), me = world_rank();
-  if (p < 2) GTEST_SKIP() << "one rank passes through";
+  if (world_size() < 2) GTEST_SKIP() << "one rank passes through";
   // Ring is scored ahead by the slower of its two conditions and behind
   // back to back: by default the job's calls would try it (a thin lead,
   // AThinLeadOfTheLibrarysIsChallengedOnTheJobsCalls); here the routing
   // by pattern alone is checked.
   set_trial("0");
-  topo::Profile prof = profile_where("library");
-  for (int64_t bytes : {int64_t{64}, int64_t{4096}}) {
-    topo::CollectivePoint pt = point_here("allgather", bytes * p, {});
-    pt.times.emplace_back("library", topo::Timing{1e-6, 0.02, 0, 8e-6});
-    pt.times.emplace_back("ring", topo::Timing{2e-6, 0.02, 0, 3e-6});
-    prof.collectives.push_back(pt);
-  }
-  ASSERT_EQ(load(file("barriers.json", topo::profile_text(prof))).info.status, ProfileStatus::loaded);
-  const int n = 32;  // 128 B per rank: between the measured sizes
-  std::vector<int> mine(n), all(static_cast<size_t>(n * p));
+  ASSERT_EQ(load(file("barriers.json", topo::profile_text(profile_where_ring_leads_between_barriers()))).info.status,
+            ProfileStatus::loaded);
   int round = 0;
-  auto allgather = [&](MPI_Comm comm) {
-    ++round;
-    for (int i = 0; i < n; ++i) mine[static_cast<size_t>(i)] = me * 1000 + i + round;
-    std::fill(all.begin(), all.end(), -1);
-    ASSERT_EQ(MPI_Allgather(mine.data(), n, MPI_INT, all.data(), n, MPI_INT, comm), MPI_SUCCESS);
-    for (int r = 0; r < p; ++r)
-      for (int i = 0; i < n; ++i)
-        ASSERT_EQ(all[static_cast<size_t>(r * n + i)], r * 1000 + i + round) << "round " << round;
-  };
+  auto allgather = [&](MPI_Comm comm) { allgather_matches(comm, ++round); };
   auto count = [](const char* algorithm) {
     for (const auto& e : alg::collectives_counts())
       if (e.collective == alg::Collective::allgather && e.algorithm == algorithm) return e.calls;
@@ -764,29 +775,12 @@ TEST_F(ProfileLoading, TheFirstCallAfterABarrierGetsTheWinnerBetweenBarriers) {
 // calls alone, ring would have led); waiting after the library's, ring
 // stays. Every rank receives every rank's block.
 TEST_F(ProfileLoading, ABarrierAfterATrialsCallIsChargedToItsSide) {
-  const int p = world_size(), me = world_rank();
-  if (p < 2) GTEST_SKIP() << "one rank passes through";
+  if (world_size() < 2) GTEST_SKIP() << "one rank passes through";
   set_trial("8");
-  topo::Profile prof = profile_where("library");
-  for (int64_t bytes : {int64_t{64}, int64_t{4096}}) {
-    topo::CollectivePoint pt = point_here("allgather", bytes * p, {});
-    pt.times.emplace_back("library", topo::Timing{1e-6, 0.02, 0, 8e-6});
-    pt.times.emplace_back("ring", topo::Timing{2e-6, 0.02, 0, 3e-6});
-    prof.collectives.push_back(pt);
-  }
-  ASSERT_EQ(load(file("charged.json", topo::profile_text(prof))).info.status, ProfileStatus::loaded);
-  const int n = 32;  // 128 B per rank
-  std::vector<int> mine(n), all(static_cast<size_t>(n * p));
+  ASSERT_EQ(load(file("charged.json", topo::profile_text(profile_where_ring_leads_between_barriers()))).info.status,
+            ProfileStatus::loaded);
   int round = 0;
-  auto allgather = [&](MPI_Comm comm) {
-    ++round;
-    for (int i = 0; i < n; ++i) mine[static_cast<size_t>(i)] = me * 1000 + i + round;
-    std::fill(all.begin(), all.end(), -1);
-    ASSERT_EQ(MPI_Allgather(mine.data(), n, MPI_INT, all.data(), n, MPI_INT, comm), MPI_SUCCESS);
-    for (int r = 0; r < p; ++r)
-      for (int i = 0; i < n; ++i)
-        ASSERT_EQ(all[static_cast<size_t>(r * n + i)], r * 1000 + i + round) << "round " << round;
-  };
+  auto allgather = [&](MPI_Comm comm) { allgather_matches(comm, ++round); };
   auto ring_calls = [] { return calls_of(alg::Collective::allgather, "ring"); };
   for (const bool after_ring : {true, false}) {
     SCOPED_TRACE(after_ring ? "barriers wait after ring's calls" : "barriers wait after the library's calls");
