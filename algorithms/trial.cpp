@@ -362,6 +362,22 @@ std::string opponent_name(const Trial& t) {
   return t.key.opponent ? std::string(t.key.opponent->name) : std::string("library");
 }
 
+// Each block's time a call on the slowest rank, both sides in the order they ran (VENEER_LOG=debug).
+void log_blocks(const Trial& t, const Call& c, const Hierarchy& h, const std::vector<double>& mine,
+                const std::vector<double>& library) {
+  const double per_call = 1e6 / (t.block_calls - 1);
+  std::string text;
+  char one[32];
+  for (size_t i = 0; i < mine.size(); ++i) {
+    std::snprintf(one, sizeof one, " %.2f/%.2f", mine[i] * per_call, library[i] * per_call);
+    text += one;
+  }
+  log(LogLevel::debug, "trial: %s of %lld bytes on %d ranks%s: %s/%s us a call, block pairs:%s",
+      std::string(collective_name(c.collective)).c_str(), static_cast<long long>(bytes_of(c)), h.size,
+      condition_name(t.key.condition), std::string(t.key.algorithm->name).c_str(), opponent_name(t).c_str(),
+      text.c_str());
+}
+
 Verdict settle(const Trial& t, const Call& c, const Hierarchy& h, double* lead) {
   std::vector<double> mine, library;
   // Where the allreduce failed there is no measurement to go by: the opponent serves the shape.
@@ -372,6 +388,7 @@ Verdict settle(const Trial& t, const Call& c, const Hierarchy& h, double* lead) 
   const double per_call = 1.0 / (t.block_calls - 1);
   const bool challenger = is_challenger(t.key.role);
   *lead = slowest[0] > 0 ? slowest[1] / slowest[0] : 0;
+  if (h.rank == 0 && config().log_level >= LogLevel::debug) log_blocks(t, c, h, mine, library);
   if (earns_more_pairs(t, n, wins, slowest)) {
     if (h.rank == 0 && config().log_level >= LogLevel::info)
       log(LogLevel::info,
@@ -464,10 +481,24 @@ int block_calls_for(const Call& c, uint8_t condition, int ranks) {
 // while that is not over. Under Open MPI on 2 ranks, in OSU's timing loop,
 // the library's first blocks of a 1 MiB broadcast read 131-144 us a call
 // against the 94-100 us it ran at from then on, and binomial, timed
-// second, took the shape at 105 us and ran at 0.87x of the library. Below,
-// a block's first untimed call is warm-up enough, and a trial of small
-// calls costs its job little more than its blocks.
-int warm_calls_for(const Call& c) { return bytes_of(c) > kFullTrialBytes ? kLargeBlock : 0; }
+// second, took the shape at 105 us and ran at 0.87x of the library.
+//
+// Smaller calls that are each the first since a barrier: kBarrierWarmTrials
+// times the trial's timed calls of each side. Ranks that share cores settle
+// into a loop of barrier and call only after tens of calls, and not as fast
+// for every algorithm: under MPICH on 4 ranks over 2 cores,
+// recursive_doubling's 128 B allreduce read 40-59 us a call in its first
+// block and 18-35 us in its last, the library's 16-31 us after its first,
+// and its trial returned it to the library in 4 of 4 launches (1-2 of 8
+// block pairs won), where the model check's batches had it 1.09-1.34x ahead;
+// after 64 untimed calls of each side it was kept in 4 of 4, winning 4-8
+// of 8. Elsewhere a block's first untimed call is warm-up enough, and a
+// trial of small calls costs its job little more than its blocks.
+constexpr int kBarrierWarmTrials = 2;
+int warm_calls_for(const Call& c, uint8_t condition) {
+  if (bytes_of(c) > kFullTrialBytes) return kLargeBlock;
+  return condition == 2 ? kBarrierWarmTrials * std::max(1, config().trial_calls) : 0;
+}
 
 // Blocks of each side: VENEER_TRIAL calls (rounded up to whole blocks of
 // four) up to kFullTrialBytes a call, fewer above in proportion to the
@@ -577,7 +608,7 @@ Verdict trial_run(const Algorithm& a, const Call& c, const Hierarchy& h, uint8_t
       it = book.trials.emplace(book.trials.end());
       it->key = key;
       it->block_calls = block_calls_for(c, condition, h.size);
-      it->warm_calls = warm_calls_for(c);
+      it->warm_calls = warm_calls_for(c, condition);
       it->pairs = blocks_for(c, role);
       if (condition == 2) g_barrier_trials.fetch_add(1, std::memory_order_relaxed);
     }
@@ -590,7 +621,7 @@ Verdict trial_run(const Algorithm& a, const Call& c, const Hierarchy& h, uint8_t
   // Blocks alternate algorithm, library, library, algorithm, ... so that a
   // trend across the calls weighs on both sides alike; the warm-up calls
   // before them (warm_calls_for) run one side, then the other (block -2, -1).
-  const bool large = warm > 0;  // above kFullTrialBytes a call (warm_calls_for)
+  const bool large = bytes_of(c) > kFullTrialBytes;
   const int timed_call = call - 2 * warm;
   const int block = timed_call < 0 ? (call < warm ? -2 : -1) : timed_call / block_calls;
   const int position = timed_call < 0 ? 0 : timed_call % block_calls;

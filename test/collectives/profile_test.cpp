@@ -768,9 +768,9 @@ TEST_F(ProfileLoading, TheFirstCallAfterABarrierGetsTheWinnerBetweenBarriers) {
 // note_barrier_seconds): what a side leaves the next barrier to wait for
 // is its cost. The profile above (ring 2.7x ahead of the library between
 // barriers), every choice tried (VENEER_TRIAL=8: two blocks of four a
-// side); the library's calls made to look half a second slower; before
-// each allgather a barrier, which the test makes out to have waited a
-// second after each call of one side. Waiting after ring's calls, the
+// side, after sixteen untimed calls of each); the library's calls made to
+// look half a second slower; before each allgather a barrier, which the
+// test makes out to have waited a second after each call of one side. Waiting after ring's calls, the
 // library leads and serves the calls after barriers from then on (by its
 // calls alone, ring would have led); waiting after the library's, ring
 // stays. Every rank receives every rank's block.
@@ -790,7 +790,7 @@ TEST_F(ProfileLoading, ABarrierAfterATrialsCallIsChargedToItsSide) {
     alg::no_handicaps_for_testing();
     alg::handicap_for_testing(nullptr, 0.5);
     bool ring_ran = false;
-    for (int k = 0; k < 16; ++k) {
+    for (int k = 0; k < 48; ++k) {
       ASSERT_EQ(MPI_Barrier(comm), MPI_SUCCESS);
       if (k > 0 && ring_ran == after_ring) alg::note_barrier_seconds(comm, 1.0);
       const uint64_t before = ring_calls();
@@ -810,6 +810,50 @@ TEST_F(ProfileLoading, ABarrierAfterATrialsCallIsChargedToItsSide) {
     EXPECT_TRUE(same_on_every_rank(ring_calls(), comm)) << "every rank runs the same side";
     PMPI_Comm_free(&comm);
   }
+  set_trial("0");
+}
+
+// A trial of calls that are each the first since a barrier (64 KiB or
+// less) times none of its warm-up calls: twice its timed calls of each
+// side, the model's choice first (algorithms/trial.cpp, warm_calls_for).
+// The profile above, VENEER_TRIAL=8 (sixteen untimed calls of each side,
+// then two blocks of four); the library's calls made to look half a second
+// slower; the barriers before ring's sixteen warm-up calls made out to have
+// waited a second each. Timed, they would return ring to the library; ring
+// is kept, and serves the calls after barriers from then on. Every rank
+// receives every rank's block.
+TEST_F(ProfileLoading, AFirstSinceABarrierTrialTimesNoneOfItsWarmUpCalls) {
+  if (world_size() < 2) GTEST_SKIP() << "one rank passes through";
+  set_trial("8");
+  ASSERT_EQ(load(file("warm.json", topo::profile_text(profile_where_ring_leads_between_barriers()))).info.status,
+            ProfileStatus::loaded);
+  int round = 0;
+  auto allgather = [&](MPI_Comm comm) { allgather_matches(comm, ++round); };
+  auto ring_calls = [] { return calls_of(alg::Collective::allgather, "ring"); };
+  MPI_Comm comm = seen_duplicate();
+  allgather(comm);  // decides (and from now on barriers are noted)
+  alg::reset_trial_counts();
+  alg::no_handicaps_for_testing();
+  alg::handicap_for_testing(nullptr, 0.5);
+  const uint64_t first = ring_calls();
+  for (int k = 0; k < 48; ++k) {
+    ASSERT_EQ(MPI_Barrier(comm), MPI_SUCCESS);
+    if (k < 16) alg::note_barrier_seconds(comm, 1.0);
+    allgather(comm);
+    if (k == 15) EXPECT_EQ(ring_calls() - first, 16u) << "the model's choice warms up first";
+  }
+  alg::no_handicaps_for_testing();
+  const alg::TrialCounts ended = alg::trial_counts();
+  EXPECT_EQ(ended.kept, 1u);
+  EXPECT_EQ(ended.dropped, 0u);
+  const uint64_t before = ring_calls();
+  for (int k = 0; k < 4; ++k) {
+    ASSERT_EQ(MPI_Barrier(comm), MPI_SUCCESS);
+    allgather(comm);
+  }
+  EXPECT_EQ(ring_calls() - before, 4u);
+  EXPECT_TRUE(same_on_every_rank(ring_calls(), comm)) << "every rank runs the same side";
+  PMPI_Comm_free(&comm);
   set_trial("0");
 }
 
