@@ -42,14 +42,19 @@ uint8_t queue_behind(const Choice& choice, bool* chained) {
 
 // The queue behind a pattern's first trial (Remembered::next_challenger):
 // behind a challenger, queue_behind()'s; behind the model's choice on
-// trial (`model_tried`), its fallback, tried where the choice is returned
-// to the library (Choice::fallback); else none.
+// trial (`model_tried`), its runner-up (Choice::runner_up; *chained: tried
+// against the choice where it is kept, against the library where it is
+// returned), else its fallback, tried where the choice is returned to the
+// library (Choice::fallback); else none.
 uint8_t queue_for(const Choice& choice, bool challenged, bool model_tried, bool* chained) {
   *chained = false;
   if (challenged) return queue_behind(choice, chained);
-  if (!model_tried || !choice.fallback) return 0;
-  const size_t k = candidate_index(choice.fallback);
-  return static_cast<uint8_t>(k < 16 ? k : 0);
+  const Algorithm* next = choice.runner_up ? choice.runner_up : choice.fallback;
+  if (!model_tried || !next) return 0;
+  const size_t k = candidate_index(next);
+  if (k == 0 || k >= 16) return 0;
+  *chained = choice.runner_up != nullptr;
+  return static_cast<uint8_t>(k);
 }
 
 // What a decision reads before the communicator's layout: the call's shape,
@@ -118,6 +123,7 @@ Remembered decide(const Call& c, MPI_Comm comm, std::optional<bool> commutative 
   // where the model kept the library, the challenger (algorithms/trial.h).
   const bool triable_call = triable(c);
   const bool trial_timed = config().trial_timed;
+  const bool large_call = tried_whatever_its_lead(c);
   bool tried = false, challenged = false, chained = false, thin = false;
   // The challengers after (Remembered::next_challenger); `chained`: the
   // head is tried also where the first takes the pattern.
@@ -145,8 +151,12 @@ Remembered decide(const Call& c, MPI_Comm comm, std::optional<bool> commutative 
     // 512 B per rank first since a barrier, which two_level led by
     // 1.27-1.40x on the slowest rank, ran at 0.64-0.79 of the library on
     // OSU's average (the ranks' mean).
+    // Above kFullTrialBytes a call, any lead of the model's choice is tried
+    // (trial.h): under MPICH on 3-4 ranks, two_level's 512 KiB-1 MiB reduce
+    // after a barrier, 2x ahead of the library in the profile, ran 1.2-1.4x
+    // behind it in the launches where the library ran its fast way.
     tried = triable_call && choice.algorithm && choice.decision == Decision::model &&
-            (trial_timed || choice.untimed || choice.thin_lead);
+            (trial_timed || choice.untimed || choice.thin_lead || large_call);
     thin = choice.thin_lead && tried;
     challenged = triable_call && !choice.algorithm && choice.challenger;
     next = queue_for(choice, challenged, tried, &chained);

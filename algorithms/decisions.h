@@ -78,7 +78,10 @@ struct Remembered {
   // does, only with the pattern's bit in `chained` (for the second,
   // Choice::next_against_first; the formulas' best always). For the
   // model's choice on trial (not a challenger), its fallback alone
-  // (Choice::fallback), tried where the choice is returned to the library.
+  // (Choice::fallback), tried where the choice is returned to the library;
+  // or its runner-up (Choice::runner_up, with the bit in `chained`), tried
+  // against the library where the choice is returned and against the
+  // choice where it is kept.
   std::array<uint8_t, 3> next_challenger{};
   uint8_t chained = 0;
   // Per pattern, what a challenger is tried against: the library (0), or a
@@ -115,14 +118,19 @@ struct Remembered {
   // what it was tried against serves the pattern.
   void settle(uint8_t condition, bool keep) {
     const auto bit = static_cast<uint8_t>(1u << condition);
-    if (!(challenged & bit) && !keep && next_challenger[condition]) {
+    if (!(challenged & bit) && next_challenger[condition] && (!keep || (chained & bit))) {
       // The model's choice returned: its fallback is tried against the
       // library, as a challenger (to a thin lead, where the choice was
-      // tried for one: the thin bit stays).
+      // tried for one: the thin bit stays). Kept, with its runner-up queued
+      // (`chained`: Choice::runner_up, where a large call's choice was
+      // tried whatever its lead), the runner-up is tried against it, as the
+      // challenger to a thin lead.
       const auto head = static_cast<uint8_t>(next_challenger[condition] & 15u);
       next_challenger[condition] = 0;
+      chained = static_cast<uint8_t>(chained & ~bit);
       challenged |= bit;
-      incumbent[condition] = 0;
+      if (keep) challenged |= thin_bit(condition);
+      incumbent[condition] = keep ? index_of(alternative_for(condition)) : 0;
       set_choice(condition, head);
       return;
     }

@@ -10,6 +10,7 @@
 #include <limits>
 
 #include "algorithms/measured.h"
+#include "algorithms/trial.h"
 
 namespace veneer::algorithms {
 namespace {
@@ -622,10 +623,6 @@ std::string explain(const Shape& s, const Tuning& t, const CostModel& m) {
            (c.next_challenger ? "; where it is not, then " + name_of(c.next_challenger) + ", also within 1.5x"
                               : std::string()) +
            ")\n";
-  if (c.runner_up)
-    out += name_of(c.runner_up) + " within 1.5x of " + name_of(c.algorithm) +
-           ": unless VENEER_TRIAL=0, the job's first calls try it against " + name_of(c.algorithm) +
-           " (taken only if it leads by more than 10%)\n";
   if (c.untimed && (c.challenger || c.decision == Decision::model))
     out +=
         "not timed on this rank count: unless VENEER_TRIAL=0, the job's first calls try " +
@@ -640,7 +637,20 @@ std::string explain(const Shape& s, const Tuning& t, const CostModel& m) {
                                   ", against the library or the one taken"
                             : std::string()) +
         ")\n";
-  if (c.fallback && (c.thin_lead || c.untimed))
+  // A call's own bytes, as a trial counts them (per rank where the shape counts all ranks' blocks).
+  const bool per_rank = s.collective == Collective::allgather || s.collective == Collective::alltoall ||
+                        s.collective == Collective::reduce_scatter_block;
+  const bool large = (per_rank && s.ranks > 0 ? s.bytes / s.ranks : s.bytes) > kFullTrialBytes;
+  const bool tried_large = c.decision == Decision::model && c.algorithm && !c.thin_lead && !c.untimed && large;
+  if (tried_large)
+    out += "above 64 KiB a call, unless VENEER_TRIAL=0, the job's first calls try " + name_of(c.algorithm) +
+           " against the library whatever its lead (kept unless the library leads by more than 10%)\n";
+  if (c.runner_up)
+    out += name_of(c.runner_up) + " within 1.5x of " + name_of(c.algorithm) +
+           ": unless VENEER_TRIAL=0, the job's first calls try it against " + name_of(c.algorithm) +
+           (tried_large ? " where that is kept, and against the library where it is returned" : std::string()) +
+           " (taken only if it leads by more than 10%)\n";
+  if (c.fallback && (c.thin_lead || c.untimed || tried_large) && !(tried_large && c.runner_up))
     out += "where the job's first calls return " + name_of(c.algorithm) + " to the library, " + name_of(c.fallback) +
            ", the next fastest, is tried against it (taken only if it leads by more than 10%)\n";
   // A rooted call whose root moved since the previous one is decided apart.

@@ -62,7 +62,6 @@ struct Trial {
 // the job as much as hundreds of small ones.
 constexpr int kBlock = 4;
 constexpr int kLargeBlock = 2;
-constexpr int64_t kFullTrialBytes = int64_t{64} << 10;
 // The library takes the shape back only where it led by more than this:
 // the model's choice rests on the calibration's many calls, a trial on a
 // few of the job's, so a near tie keeps the choice and a trial overturns
@@ -584,6 +583,8 @@ Verdict stop_early(const Trial& t, const Call& c, const Hierarchy& h, double* le
 }
 
 }  // namespace
+
+bool tried_whatever_its_lead(const Call& c) { return bytes_of(c) > kFullTrialBytes; }
 
 bool triable(const Call& c) {
   if (config().trial_calls <= 0 || !rememberable(c)) return false;

@@ -80,6 +80,17 @@ enum class Verdict : uint8_t { trying, keep, drop };
 enum class TrialRole : uint8_t { model, thin, challenger, thin_challenger };
 constexpr bool is_challenger(TrialRole r) { return r == TrialRole::challenger || r == TrialRole::thin_challenger; }
 
+// Calls above this many bytes are tried in short trials (blocks of two
+// calls, fewer pairs in proportion to the bytes), and the model's choice of
+// an algorithm for them is tried whatever its measured lead
+// (algorithms/collectives.cpp decide): the library's own time for a large
+// call can differ several times over from one launch to the next (under
+// MPICH on 3-4 ranks over 2 cores, its 512 KiB reduce after a barrier ran
+// at 275 us in some launches and 868 us in others, two_level at 370 us in
+// all), and a short trial costs such a call's job a few of its calls.
+constexpr int64_t kFullTrialBytes = int64_t{64} << 10;
+bool tried_whatever_its_lead(const Call& c);
+
 // Whether calls like `c` may be tried (VENEER_TRIAL is not 0, and the key
 // above can be formed from its arguments). Which choices are tried is the
 // caller's (algorithms/collectives.cpp decide).
