@@ -154,9 +154,13 @@ Remembered decide(const Call& c, MPI_Comm comm, std::optional<bool> commutative 
     // Above kFullTrialBytes a call, any lead of the model's choice is tried
     // (trial.h): under MPICH on 3-4 ranks, two_level's 512 KiB-1 MiB reduce
     // after a barrier, 2x ahead of the library in the profile, ran 1.2-1.4x
-    // behind it in the launches where the library ran its fast way.
+    // behind it in the launches where the library ran its fast way. Not
+    // where the root moved: blocks there cover whole turns of the root
+    // (five calls on 4 ranks), and binomial's 512 KiB reduce, so tried under
+    // MPICH on 4 ranks, ran its model check batches at up to 1.6x of its own
+    // time forced, the library's trial calls among them.
     tried = triable_call && choice.algorithm && choice.decision == Decision::model &&
-            (trial_timed || choice.untimed || choice.thin_lead || large_call);
+            (trial_timed || choice.untimed || choice.thin_lead || (large_call && condition != 1));
     thin = choice.thin_lead && tried;
     challenged = triable_call && !choice.algorithm && choice.challenger;
     next = queue_for(choice, challenged, tried, &chained);

@@ -641,7 +641,8 @@ std::string explain(const Shape& s, const Tuning& t, const CostModel& m) {
   const bool per_rank = s.collective == Collective::allgather || s.collective == Collective::alltoall ||
                         s.collective == Collective::reduce_scatter_block;
   const bool large = (per_rank && s.ranks > 0 ? s.bytes / s.ranks : s.bytes) > kFullTrialBytes;
-  const bool tried_large = c.decision == Decision::model && c.algorithm && !c.thin_lead && !c.untimed && large;
+  const bool tried_large =
+      c.decision == Decision::model && c.algorithm && !c.thin_lead && !c.untimed && large && !s.moving_root;
   if (tried_large)
     out += "above 64 KiB a call, unless VENEER_TRIAL=0, the job's first calls try " + name_of(c.algorithm) +
            " against the library whatever its lead (kept unless the library leads by more than 10%)\n";

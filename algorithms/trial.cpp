@@ -41,6 +41,7 @@ struct Trial {
   int calls = 0;        // calls of this key so far, on every rank alike
   int block_calls = 0;  // calls per block (block_calls_for)
   int warm_calls = 0;   // untimed calls of each side before the first block (warm_calls_for)
+  int lead_calls = 0;   // untimed calls of the first side before those (lead_calls_for)
   int pairs = 0;        // block pairs the trial runs (blocks of each side)
   Verdict verdict = Verdict::trying;
   double lead = 0;                    // at the verdict: the opponent's median block over the algorithm's
@@ -482,21 +483,31 @@ int block_calls_for(const Call& c, uint8_t condition, int ranks) {
 // against the 94-100 us it ran at from then on, and binomial, timed
 // second, took the shape at 105 us and ran at 0.87x of the library.
 //
-// Smaller calls that are each the first since a barrier: kBarrierWarmTrials
-// times the trial's timed calls of each side. Ranks that share cores settle
-// into a loop of barrier and call only after tens of calls, and not as fast
-// for every algorithm: under MPICH on 4 ranks over 2 cores,
-// recursive_doubling's 128 B allreduce read 40-59 us a call in its first
-// block and 18-35 us in its last, the library's 16-31 us after its first,
-// and its trial returned it to the library in 4 of 4 launches (1-2 of 8
-// block pairs won), where the model check's batches had it 1.09-1.34x ahead;
-// after 64 untimed calls of each side it was kept in 4 of 4, winning 4-8
-// of 8. Elsewhere a block's first untimed call is warm-up enough, and a
-// trial of small calls costs its job little more than its blocks.
+// Smaller calls that are each the first since a barrier: none of each
+// side, but first kBarrierWarmTrials times the trial's timed calls of the
+// side that runs first (lead_calls_for), in the first trial of the shape's
+// pattern only (`follows`: another trial of it ran before, and the ranks
+// are in their loop). Ranks that share cores settle into a loop of
+// barrier and call only after tens of calls, and not as fast for every
+// algorithm: under MPICH on 4 ranks over 2 cores, recursive_doubling's
+// 128 B allreduce read 40-59 us a call in its first block and 18-35 us in
+// its last, the library's 16-31 us after its first, and its trial returned
+// it to the library in 4 of 4 launches (1-2 of 8 block pairs won), where
+// the model check's batches had it 1.09-1.34x ahead; after 64 untimed
+// calls of its own first it was kept in 5 of 6 (3-8 of 8 won). The side
+// that runs first is what the job runs untried (the model's choice; the
+// library against a challenger), so these calls cost the job nothing a
+// trial does not: warmed on both sides, in OSU's timing loop (a barrier
+// after each call, 200 untimed calls first up to 8 KiB), the next trial
+// of a chain ran into the timed calls, and 30-34 of 90 shapes read below
+// 0.97 of the library under Open MPI on 4 ranks, against 17-23 without.
+// Elsewhere a block's first untimed call is warm-up enough, and a trial of
+// small calls costs its job little more than its blocks.
+int warm_calls_for(const Call& c) { return bytes_of(c) > kFullTrialBytes ? kLargeBlock : 0; }
 constexpr int kBarrierWarmTrials = 2;
-int warm_calls_for(const Call& c, uint8_t condition) {
-  if (bytes_of(c) > kFullTrialBytes) return kLargeBlock;
-  return condition == 2 ? kBarrierWarmTrials * std::max(1, config().trial_calls) : 0;
+int lead_calls_for(const Call& c, uint8_t condition, bool follows) {
+  if (bytes_of(c) > kFullTrialBytes || condition != 2 || follows) return 0;
+  return kBarrierWarmTrials * std::max(1, config().trial_calls);
 }
 
 // Blocks of each side: VENEER_TRIAL calls (rounded up to whole blocks of
@@ -599,17 +610,22 @@ Verdict trial_run(const Algorithm& a, const Call& c, const Hierarchy& h, uint8_t
   auto find = [&] {
     return std::find_if(book.trials.begin(), book.trials.end(), [&](const Trial& t) { return t.key == key; });
   };
-  int call = 0, block_calls = kBlock, warm = 0, pairs = 0;  // warm: untimed calls of each side
+  int call = 0, block_calls = kBlock, warm = 0, untimed_lead = 0,
+      pairs = 0;  // untimed calls: the lead, then warm of each side
   {
     std::lock_guard<std::mutex> guard(book.lock);
     auto it = find();
     if (it == book.trials.end()) {
       // Untried: the model's choice (the library, over a challenger).
       if (book.trials.size() >= kMaxTrials) return challenger ? Verdict::drop : Verdict::keep;
+      const bool follows = std::any_of(book.trials.begin(), book.trials.end(), [&](const Trial& t) {
+        return t.key.call == key.call && t.key.condition == condition;
+      });
       it = book.trials.emplace(book.trials.end());
       it->key = key;
       it->block_calls = block_calls_for(c, condition, h.size);
-      it->warm_calls = warm_calls_for(c, condition);
+      it->warm_calls = warm_calls_for(c);
+      it->lead_calls = lead_calls_for(c, condition, follows);
       it->pairs = blocks_for(c, role);
       if (condition == 2) g_barrier_trials.fetch_add(1, std::memory_order_relaxed);
     }
@@ -617,14 +633,16 @@ Verdict trial_run(const Algorithm& a, const Call& c, const Hierarchy& h, uint8_t
     call = it->calls++;
     block_calls = it->block_calls;
     warm = it->warm_calls;
+    untimed_lead = it->lead_calls;
     pairs = it->pairs;
   }
   // Blocks alternate algorithm, library, library, algorithm, ... so that a
-  // trend across the calls weighs on both sides alike; the warm-up calls
-  // before them (warm_calls_for) run one side, then the other (block -2, -1).
+  // trend across the calls weighs on both sides alike; the untimed calls
+  // before them (lead_calls_for, warm_calls_for) run one side, then the
+  // other (block -2, -1).
   const bool large = bytes_of(c) > kFullTrialBytes;
-  const int timed_call = call - 2 * warm;
-  const int block = timed_call < 0 ? (call < warm ? -2 : -1) : timed_call / block_calls;
+  const int timed_call = call - untimed_lead - 2 * warm;
+  const int block = timed_call < 0 ? (call < untimed_lead + warm ? -2 : -1) : timed_call / block_calls;
   const int position = timed_call < 0 ? 0 : timed_call % block_calls;
   // The model's own choice runs the first block (the library's, against a
   // challenger), so that a shape the job calls a few times only, as a code

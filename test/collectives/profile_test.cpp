@@ -768,7 +768,7 @@ TEST_F(ProfileLoading, TheFirstCallAfterABarrierGetsTheWinnerBetweenBarriers) {
 // note_barrier_seconds): what a side leaves the next barrier to wait for
 // is its cost. The profile above (ring 2.7x ahead of the library between
 // barriers), every choice tried (VENEER_TRIAL=8: two blocks of four a
-// side, after sixteen untimed calls of each); the library's calls made to
+// side, after sixteen untimed calls of ring's); the library's calls made to
 // look half a second slower; before each allgather a barrier, which the
 // test makes out to have waited a second after each call of one side. Waiting after ring's calls, the
 // library leads and serves the calls after barriers from then on (by its
@@ -815,9 +815,9 @@ TEST_F(ProfileLoading, ABarrierAfterATrialsCallIsChargedToItsSide) {
 
 // A trial of calls that are each the first since a barrier (64 KiB or
 // less) times none of its warm-up calls: twice its timed calls of each
-// side, the model's choice first (algorithms/trial.cpp, warm_calls_for).
-// The profile above, VENEER_TRIAL=8 (sixteen untimed calls of each side,
-// then two blocks of four); the library's calls made to look half a second
+// side, all of the model's choice (algorithms/trial.cpp, lead_calls_for).
+// The profile above, VENEER_TRIAL=8 (sixteen untimed calls of ring's,
+// then two blocks of four of each side); the library's calls made to look half a second
 // slower; the barriers before ring's sixteen warm-up calls made out to have
 // waited a second each. Timed, they would return ring to the library; ring
 // is kept, and serves the calls after barriers from then on. Every rank
@@ -853,6 +853,64 @@ TEST_F(ProfileLoading, AFirstSinceABarrierTrialTimesNoneOfItsWarmUpCalls) {
   }
   EXPECT_EQ(ring_calls() - before, 4u);
   EXPECT_TRUE(same_on_every_rank(ring_calls(), comm)) << "every rank runs the same side";
+  PMPI_Comm_free(&comm);
+  set_trial("0");
+}
+
+// Only a pattern's first trial after barriers is warmed up: the ones that
+// follow it in its queue start timing at once (trial.cpp, warm_calls_for).
+// The profile above with bruck timed between barriers too, between ring
+// and the library (ring's fallback); VENEER_TRIAL=8. Ring's calls made to
+// look a second slower: after its warm-up (sixteen calls of ring's) and
+// two blocks of each, ring is returned to the library; bruck, tried next
+// against the library (whose calls are then made to look half a second
+// slower), takes the shape within the sixteen calls of its trial, with
+// no warm-up before them. Every rank receives every rank's block.
+TEST_F(ProfileLoading, ATrialAfterAnotherAfterBarriersIsNotWarmedAgain) {
+  if (world_size() < 2) GTEST_SKIP() << "one rank passes through";
+  set_trial("8");
+  topo::Profile profile = profile_where_ring_leads_between_barriers();
+  for (topo::CollectivePoint& pt : profile.collectives)
+    if (pt.collective == "allgather") pt.times.emplace_back("bruck", topo::Timing{2e-6, 0.02, 0, 5e-6});
+  ASSERT_EQ(load(file("follows.json", topo::profile_text(profile))).info.status, ProfileStatus::loaded);
+  const alg::Algorithm* ring = alg::find_algorithm(alg::Collective::allgather, "ring");
+  ASSERT_NE(ring, nullptr);
+  int round = 0;
+  auto allgather = [&](MPI_Comm comm) {
+    ASSERT_EQ(MPI_Barrier(comm), MPI_SUCCESS);
+    allgather_matches(comm, ++round);
+  };
+  auto ended = [] {
+    const alg::TrialCounts t = alg::trial_counts();
+    return t.kept + t.dropped + t.taken + t.not_taken;
+  };
+  MPI_Comm comm = seen_duplicate();
+  allgather(comm);  // decides (and from now on barriers are noted)
+  alg::reset_trial_counts();
+  alg::no_handicaps_for_testing();
+  alg::handicap_for_testing(ring, 1.0);
+  int calls = 0;
+  while (ended() < 1 && calls < 100) {
+    allgather(comm);
+    ++calls;
+  }
+  EXPECT_EQ(calls, 32) << "sixteen untimed calls of ring's, then two blocks of four of each side";
+  EXPECT_EQ(alg::trial_counts().dropped, 1u);
+  alg::no_handicaps_for_testing();
+  alg::handicap_for_testing(nullptr, 0.5);
+  calls = 0;
+  while (ended() < 2 && calls < 100) {
+    allgather(comm);
+    ++calls;
+  }
+  alg::no_handicaps_for_testing();
+  EXPECT_LE(calls, 16) << "the fallback's trial timed from its first block";
+  EXPECT_EQ(alg::trial_counts().taken, 1u);
+  const uint64_t before = calls_of(alg::Collective::allgather, "bruck");
+  for (int k = 0; k < 4; ++k) allgather(comm);
+  EXPECT_EQ(calls_of(alg::Collective::allgather, "bruck") - before, 4u);
+  EXPECT_TRUE(same_on_every_rank(calls_of(alg::Collective::allgather, "bruck"), comm))
+      << "every rank runs the same side";
   PMPI_Comm_free(&comm);
   set_trial("0");
 }
