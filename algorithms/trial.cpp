@@ -610,8 +610,8 @@ Verdict trial_run(const Algorithm& a, const Call& c, const Hierarchy& h, uint8_t
   auto find = [&] {
     return std::find_if(book.trials.begin(), book.trials.end(), [&](const Trial& t) { return t.key == key; });
   };
-  int call = 0, block_calls = kBlock, warm = 0, untimed_lead = 0,
-      pairs = 0;  // untimed calls: the lead, then warm of each side
+  int call = 0, block_calls = kBlock, pairs = 0;
+  int untimed_lead = 0, warm = 0;  // untimed calls: the lead of the first side, then `warm` of each side
   {
     std::lock_guard<std::mutex> guard(book.lock);
     auto it = find();

@@ -82,13 +82,14 @@ constexpr bool is_challenger(TrialRole r) { return r == TrialRole::challenger ||
 
 // Calls above this many bytes are tried in short trials (blocks of two
 // calls, fewer pairs in proportion to the bytes), and the model's choice of
-// an algorithm for them is tried whatever its measured lead
-// (algorithms/collectives.cpp decide): the library's own time for a large
+// an algorithm for them is tried whatever its measured lead, the root
+// fixed (algorithms/collectives.cpp decide): the library's own time for a large
 // call can differ several times over from one launch to the next (under
 // MPICH on 3-4 ranks over 2 cores, its 512 KiB reduce after a barrier ran
 // at 275 us in some launches and 868 us in others, two_level at 370 us in
 // all), and a short trial costs such a call's job a few of its calls.
 constexpr int64_t kFullTrialBytes = int64_t{64} << 10;
+// Whether calls like `c` are above kFullTrialBytes (the caller leaves out a moved root).
 bool tried_whatever_its_lead(const Call& c);
 
 // Whether calls like `c` may be tried (VENEER_TRIAL is not 0, and the key
