@@ -675,6 +675,21 @@ void allgather_matches(MPI_Comm comm, int round) {
       ASSERT_EQ(all[static_cast<size_t>(r * n + i)], r * 1000 + i + round) << "round " << round;
 }
 
+// `calls` allgathers on comm (allgather_matches, rounds after *round), a
+// barrier before each: each the first since a barrier.
+void allgathers_after_barriers(MPI_Comm comm, int calls, int* round) {
+  for (int k = 0; k < calls; ++k) {
+    ASSERT_EQ(MPI_Barrier(comm), MPI_SUCCESS);
+    allgather_matches(comm, ++*round);
+  }
+}
+
+// Trials ended on this rank since the last reset, whatever their verdict.
+uint64_t trials_ended() {
+  const alg::TrialCounts t = alg::trial_counts();
+  return t.kept + t.dropped + t.taken + t.not_taken;
+}
+
 // Allgather timed back to back and one call between barriers: the library
 // wins the first way, ring the second (MPICH's small allgathers measured
 // so, with two_level). The first allgather on a communicator since an
@@ -802,10 +817,7 @@ TEST_F(ProfileLoading, ABarrierAfterATrialsCallIsChargedToItsSide) {
     EXPECT_EQ(ended.dropped, after_ring ? 1u : 0u);
     EXPECT_EQ(ended.kept, after_ring ? 0u : 1u);
     const uint64_t before = ring_calls();
-    for (int k = 0; k < 4; ++k) {
-      ASSERT_EQ(MPI_Barrier(comm), MPI_SUCCESS);
-      allgather(comm);
-    }
+    allgathers_after_barriers(comm, 4, &round);
     EXPECT_EQ(ring_calls() - before, after_ring ? 0u : 4u);
     EXPECT_TRUE(same_on_every_rank(ring_calls(), comm)) << "every rank runs the same side";
     PMPI_Comm_free(&comm);
@@ -847,10 +859,7 @@ TEST_F(ProfileLoading, AFirstSinceABarrierTrialTimesNoneOfItsWarmUpCalls) {
   EXPECT_EQ(ended.kept, 1u);
   EXPECT_EQ(ended.dropped, 0u);
   const uint64_t before = ring_calls();
-  for (int k = 0; k < 4; ++k) {
-    ASSERT_EQ(MPI_Barrier(comm), MPI_SUCCESS);
-    allgather(comm);
-  }
+  allgathers_after_barriers(comm, 4, &round);
   EXPECT_EQ(ring_calls() - before, 4u);
   EXPECT_TRUE(same_on_every_rank(ring_calls(), comm)) << "every rank runs the same side";
   PMPI_Comm_free(&comm);
@@ -876,22 +885,14 @@ TEST_F(ProfileLoading, ATrialAfterAnotherAfterBarriersIsNotWarmedAgain) {
   const alg::Algorithm* ring = alg::find_algorithm(alg::Collective::allgather, "ring");
   ASSERT_NE(ring, nullptr);
   int round = 0;
-  auto allgather = [&](MPI_Comm comm) {
-    ASSERT_EQ(MPI_Barrier(comm), MPI_SUCCESS);
-    allgather_matches(comm, ++round);
-  };
-  auto ended = [] {
-    const alg::TrialCounts t = alg::trial_counts();
-    return t.kept + t.dropped + t.taken + t.not_taken;
-  };
   MPI_Comm comm = seen_duplicate();
-  allgather(comm);  // decides (and from now on barriers are noted)
+  allgathers_after_barriers(comm, 1, &round);  // decides (and from now on barriers are noted)
   alg::reset_trial_counts();
   alg::no_handicaps_for_testing();
   alg::handicap_for_testing(ring, 1.0);
   int calls = 0;
-  while (ended() < 1 && calls < 100) {
-    allgather(comm);
+  while (trials_ended() < 1 && calls < 100) {
+    allgathers_after_barriers(comm, 1, &round);
     ++calls;
   }
   EXPECT_EQ(calls, 32) << "sixteen untimed calls of ring's, then two blocks of four of each side";
@@ -899,15 +900,15 @@ TEST_F(ProfileLoading, ATrialAfterAnotherAfterBarriersIsNotWarmedAgain) {
   alg::no_handicaps_for_testing();
   alg::handicap_for_testing(nullptr, 0.5);
   calls = 0;
-  while (ended() < 2 && calls < 100) {
-    allgather(comm);
+  while (trials_ended() < 2 && calls < 100) {
+    allgathers_after_barriers(comm, 1, &round);
     ++calls;
   }
   alg::no_handicaps_for_testing();
   EXPECT_LE(calls, 16) << "the fallback's trial timed from its first block";
   EXPECT_EQ(alg::trial_counts().taken, 1u);
   const uint64_t before = calls_of(alg::Collective::allgather, "bruck");
-  for (int k = 0; k < 4; ++k) allgather(comm);
+  allgathers_after_barriers(comm, 4, &round);
   EXPECT_EQ(calls_of(alg::Collective::allgather, "bruck") - before, 4u);
   EXPECT_TRUE(same_on_every_rank(calls_of(alg::Collective::allgather, "bruck"), comm))
       << "every rank runs the same side";
@@ -1879,10 +1880,6 @@ TEST_F(ProfileLoading, ALargeCallsRunnerUpIsTriedAfterItsChoice) {
   ASSERT_NE(two_level, nullptr);
   ASSERT_NE(ring, nullptr);
   auto calls = [](const char* algorithm) { return calls_of(alg::Collective::allreduce, algorithm); };
-  auto ended = [] {
-    const alg::TrialCounts t = alg::trial_counts();
-    return t.kept + t.dropped + t.taken + t.not_taken;
-  };
   for (const bool kept : {true, false}) {
     SCOPED_TRACE(kept ? "two_level kept" : "two_level returned");
     MPI_Comm comm = seen_duplicate();
@@ -1890,13 +1887,13 @@ TEST_F(ProfileLoading, ALargeCallsRunnerUpIsTriedAfterItsChoice) {
     alg::reset_trial_counts();
     alg::handicap_for_testing(kept ? nullptr : two_level, 1.0);
     int round = 0;
-    while (ended() < 1 && round < 40) large_allreduce_matches_library(comm, round++);
+    while (trials_ended() < 1 && round < 40) large_allreduce_matches_library(comm, round++);
     alg::no_handicaps_for_testing();
     EXPECT_EQ(alg::trial_counts().kept, kept ? 1u : 0u);
     EXPECT_EQ(alg::trial_counts().dropped, kept ? 0u : 1u);
     EXPECT_EQ(calls("ring"), 0u) << "the runner-up waits for the choice's trial";
     alg::handicap_for_testing(kept ? two_level : ring, 1.0);
-    while (ended() < 2 && round < 80) large_allreduce_matches_library(comm, round++);
+    while (trials_ended() < 2 && round < 80) large_allreduce_matches_library(comm, round++);
     alg::no_handicaps_for_testing();
     EXPECT_EQ(alg::trial_counts().taken, kept ? 1u : 0u);
     EXPECT_EQ(alg::trial_counts().not_taken, kept ? 0u : 1u);
