@@ -640,7 +640,7 @@ Verdict trial_run(const Algorithm& a, const Call& c, const Hierarchy& h, uint8_t
   // trend across the calls weighs on both sides alike; the untimed calls
   // before them (lead_calls_for, warm_calls_for) run one side, then the
   // other (block -2, -1).
-  const bool large = bytes_of(c) > kFullTrialBytes;
+  const bool large = warm > 0;  // above kFullTrialBytes a call (warm_calls_for)
   const int timed_call = call - untimed_lead - 2 * warm;
   const int block = timed_call < 0 ? (call < untimed_lead + warm ? -2 : -1) : timed_call / block_calls;
   const int position = timed_call < 0 ? 0 : timed_call % block_calls;
