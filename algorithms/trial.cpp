@@ -91,10 +91,17 @@ struct NeighbourAnswer {
   uint8_t condition = 0;
   const Algorithm* winner = nullptr;
 };
+// A shape's pattern whose waiting challengers were set aside (set_aside_untried).
+struct SetAside {
+  DecisionKey call;
+  uint8_t condition = 0;
+  bool operator==(const SetAside&) const = default;
+};
 struct TrialBook {
   std::mutex lock;
   std::vector<Trial> trials;
   std::vector<NeighbourAnswer> neighbours;
+  std::vector<SetAside> set_aside;
   TrialBook() = default;
   TrialBook(const TrialBook&) = delete;
   TrialBook& operator=(const TrialBook&) = delete;
@@ -130,8 +137,14 @@ constexpr size_t kMaxTrials = 512;
 // steps by 8x.
 constexpr double kNeighbourSpan = 8;
 
+// How far apart in bytes (either way) a trial's shape may be from one
+// whose trial of the same algorithm it is spared (lost_beside): the next
+// size up or down of a sweep that doubles (OSU's), never the calibration's
+// ladder (8x).
+constexpr double kLostSpan = 2;
+
 std::mutex g_books_lock;  // making a hierarchy's book
-std::atomic<uint64_t> g_kept{0}, g_dropped{0}, g_taken{0}, g_not_taken{0};
+std::atomic<uint64_t> g_kept{0}, g_dropped{0}, g_taken{0}, g_not_taken{0}, g_spared{0};
 
 // Trials ended with both sides' medians (trial_records()), the last kMaxRecords.
 constexpr size_t kMaxRecords = 256;
@@ -360,6 +373,49 @@ bool earns_more_pairs(const Trial& t, size_t n, size_t wins, const double slowes
 // "library", or the name of the challenger taken before this one.
 std::string opponent_name(const Trial& t) {
   return t.key.opponent ? std::string(t.key.opponent->name) : std::string("library");
+}
+
+// Whether a trial of `key` would repeat a loss measured beside it: on this
+// communicator, in the same pattern, a trial of the same algorithm against
+// the same opponent (and in the same role: a challenger, or the model's
+// choice), on a shape of the same collective within kLostSpan in bytes,
+// ended with the opponent serving its shape, the algorithm not ahead
+// there (a challenger: its median no shorter than the opponent's; the
+// model's choice: the opponent led by more than kOverturn, or at all for a
+// thin lead), and no trial of it within that span ended the other way.
+// Spared trials count as none (their lead is 0), so a sweep that doubles
+// its size tries every other size at least, and an algorithm whose loss
+// turns to a lead between two sizes is tried within one doubling of it.
+//
+// In OSU's timing loop on 3 ranks (Open MPI, a 4-rank profile), 58 of the
+// 64 challengers tried at 8 B-32 KiB lost (most at half way), each costing
+// its shape's 100-1,000 timed calls up to 16 calls of the slower side: a
+// reduce's binomial calls keep every rank until its children have sent,
+// where the library's let all but the root return at once, and OSU's
+// average (the ranks' mean) read the 16-256 B reduces at 0.80-0.90 of the
+// library with trials, 0.94-1.0 without. The `info` log names each one spared.
+// `beside`, `lead`: the shape's bytes and the lead of the loss found.
+bool lost_beside(const TrialBook& book, const TrialKey& key, int64_t* beside, double* lead) {
+  const auto bytes = static_cast<double>(bytes_of(key.call.type, key.call.count));
+  if (bytes <= 0) return false;
+  const bool challenger = is_challenger(key.role);
+  bool lost = false;
+  for (const Trial& t : book.trials) {
+    if (t.verdict == Verdict::trying || t.lead <= 0 || t.key.condition != key.condition ||
+        t.key.algorithm != key.algorithm || t.key.opponent != key.opponent ||
+        is_challenger(t.key.role) != challenger || t.key.call.collective != key.call.collective)
+      continue;
+    const auto other = static_cast<double>(bytes_of(t.key.call.type, t.key.call.count));
+    if (other <= 0 || std::max(other / bytes, bytes / other) > kLostSpan) continue;
+    const double bar = challenger || t.key.role == TrialRole::thin ? 1.0 : 1.0 / kOverturn;
+    if (t.verdict != Verdict::drop || t.lead > bar) return false;  // ahead beside it: tried here
+    if (!lost) {
+      *beside = static_cast<int64_t>(other);
+      *lead = t.lead;
+    }
+    lost = true;
+  }
+  return lost;
 }
 
 // Each block's time a call on the slowest rank, both sides in the order they ran (VENEER_LOG=debug).
@@ -619,10 +675,31 @@ Verdict trial_run(const Algorithm& a, const Call& c, const Hierarchy& h, uint8_t
       // Untried: the model's choice (the library, over a challenger).
       if (book.trials.size() >= kMaxTrials) return challenger ? Verdict::drop : Verdict::keep;
       const bool follows = std::any_of(book.trials.begin(), book.trials.end(), [&](const Trial& t) {
-        return t.key.call == key.call && t.key.condition == condition;
+        return t.key.call == key.call && t.key.condition == condition && t.calls > 0;  // ran: not spared
       });
+      int64_t beside = 0;
+      double lost_by = 0;
+      const bool aside = std::find(book.set_aside.begin(), book.set_aside.end(),
+                                   SetAside{.call = key.call, .condition = condition}) != book.set_aside.end();
+      const bool spared = !aside && lost_beside(book, key, &beside, &lost_by);
       it = book.trials.emplace(book.trials.end());
       it->key = key;
+      if (aside) {
+        it->verdict = Verdict::drop;
+        return Verdict::drop;
+      }
+      if (spared) {
+        // Ended before its first call, with a lead of 0: no evidence beside another shape.
+        it->verdict = Verdict::drop;
+        g_spared.fetch_add(1, std::memory_order_relaxed);
+        if (h.rank == 0 && config().log_level >= LogLevel::info)
+          log(LogLevel::info,
+              "trial: %s of %lld bytes on %d ranks%s: %s not tried against %s, which led it %.2fx at %lld bytes",
+              std::string(collective_name(c.collective)).c_str(), static_cast<long long>(bytes_of(c)), h.size,
+              condition_name(condition), std::string(a.name).c_str(), opponent_name(*it).c_str(), 1.0 / lost_by,
+              static_cast<long long>(beside));
+        return Verdict::drop;
+      }
       it->block_calls = block_calls_for(c, condition, h.size);
       it->warm_calls = warm_calls_for(c);
       it->lead_calls = lead_calls_for(c, condition, follows);
@@ -698,6 +775,29 @@ Verdict trial_run(const Algorithm& a, const Call& c, const Hierarchy& h, uint8_t
     it->library_calls = {};
   }
   return v;
+}
+
+bool set_aside_untried(const Call& c, const Hierarchy& h, uint8_t condition) {
+  if (!triable(c)) return false;
+  const SetAside mark{.call = shape_key(c), .condition = condition};
+  TrialBook& book = book_of(h);
+  std::lock_guard<std::mutex> guard(book.lock);
+  if (std::find(book.set_aside.begin(), book.set_aside.end(), mark) != book.set_aside.end()) return true;
+  // Begun: more than one call (a shape's first call since a barrier is
+  // its own pattern's where no barrier was noted yet: the process's first
+  // decision about a call after a barrier made barriers matter), or ended.
+  auto of_it = [&](const Trial& t) { return t.key.call == mark.call && t.key.condition == condition; };
+  if (book.set_aside.size() >= kMaxTrials || std::any_of(book.trials.begin(), book.trials.end(), [&](const Trial& t) {
+        return of_it(t) && (t.calls > 1 || t.verdict != Verdict::trying);
+      }))
+    return false;
+  for (Trial& t : book.trials)
+    if (of_it(t)) {
+      if (t.key.condition == 2) g_barrier_trials.fetch_sub(1, std::memory_order_relaxed);
+      t.verdict = Verdict::drop;  // a lead of 0: no evidence beside another shape
+    }
+  book.set_aside.push_back(mark);
+  return true;
 }
 
 std::atomic<int> g_barrier_trials{0};
@@ -776,7 +876,8 @@ void no_handicaps_for_testing() {
 
 TrialCounts trial_counts() {
   return {g_kept.load(std::memory_order_relaxed), g_dropped.load(std::memory_order_relaxed),
-          g_taken.load(std::memory_order_relaxed), g_not_taken.load(std::memory_order_relaxed)};
+          g_taken.load(std::memory_order_relaxed), g_not_taken.load(std::memory_order_relaxed),
+          g_spared.load(std::memory_order_relaxed)};
 }
 
 void reset_trial_counts() {
@@ -784,6 +885,7 @@ void reset_trial_counts() {
   g_dropped.store(0, std::memory_order_relaxed);
   g_taken.store(0, std::memory_order_relaxed);
   g_not_taken.store(0, std::memory_order_relaxed);
+  g_spared.store(0, std::memory_order_relaxed);
 }
 
 std::vector<TrialRecord> trial_records() {
@@ -805,6 +907,10 @@ std::string trial_counts_text() {
     if (!text.empty()) text += "; ";
     text += std::to_string(t.taken) + " challenger" + (t.taken == 1 ? "" : "s") + " taken, " +
             std::to_string(t.not_taken) + " not";
+  }
+  if (t.spared > 0) {
+    if (!text.empty()) text += "; ";
+    text += std::to_string(t.spared) + " spared (lost beside)";
   }
   return text;
 }

@@ -130,6 +130,19 @@ Verdict trial_run(const Algorithm& a, const Call& c, const Hierarchy& h, uint8_t
 // behind lanes. `first`: set where this was the shape's first asking.
 const Algorithm* neighbours_winner(const Call& c, const Hierarchy& h, uint8_t condition, bool* first = nullptr);
 
+// Whether the challengers waiting for calls like `c` in pattern
+// `condition` on h are set aside, the library serving that pattern untried:
+// true where no trial of that shape in that pattern has run more than one
+// call or ended (then noted, and those ended, dropped, so that it is never
+// resumed nor begun: a later trial of it ends at once, dropped) or it was
+// set aside before. Asked (algorithms/collectives.cpp) when the
+// trials of the pattern the calls came in are over: in OSU's timing loop
+// every call follows a barrier, so a challenger waiting for the calls'
+// own pattern (back to back) waited for ever, and every call of the shape
+// went the way that notes its pattern, not the quick way. Every rank asks
+// at the same call and finds the same trials begun.
+bool set_aside_untried(const Call& c, const Hierarchy& h, uint8_t condition);
+
 // Block pairs a challenger must win, of `pairs` (three in four, rounded
 // up), beside leading the library's median by more than 10%. A challenger
 // whose lost pairs already rule that out ends its trial without running its
@@ -148,17 +161,20 @@ void no_handicaps_for_testing();
 
 // Trials ended in this process: of the model's choices, kept (the algorithm
 // was not slower on the application's calls beyond the margin) and dropped
-// (the library led); of challengers, taken (led the library) and not.
+// (the library led); of challengers, taken (led the library) and not; and
+// trials spared, ended before their first call where the same algorithm
+// had lost beside the shape (a size at most 2x away, same pattern).
 struct TrialCounts {
   uint64_t kept = 0;
   uint64_t dropped = 0;
   uint64_t taken = 0;
   uint64_t not_taken = 0;
+  uint64_t spared = 0;
 };
 TrialCounts trial_counts();
 void reset_trial_counts();
-// "2 kept, 1 returned to the library; 1 challenger taken, 3 not", or empty
-// where no trial ended.
+// "2 kept, 1 returned to the library; 1 challenger taken, 3 not; 4 spared
+// (lost beside)", or empty where no trial ended.
 std::string trial_counts_text();
 
 // A trial that ended with both sides' medians (each block's slowest rank,

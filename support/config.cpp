@@ -102,7 +102,9 @@ Config parse_config(const char* (*env)(const char*)) {
   c.alltoall_min_bytes = size_or(env("VENEER_ALLTOALL_MIN_BYTES"), c.alltoall_min_bytes);
   c.type_cache_limit = size_or(env("VENEER_TYPE_CACHE"), c.type_cache_limit);
   c.staging_pool = size_or(env("VENEER_STAGING_POOL"), c.staging_pool);
-  if (const char* trial = env("VENEER_TRIAL")) {
+  // Empty or unreadable: as unset (a launcher's `-x VENEER_TRIAL=` must not
+  // turn on the trials of every choice).
+  if (const char* trial = env("VENEER_TRIAL"); trial && parse_size(trial)) {
     c.trial_calls = static_cast<int>(std::clamp<int64_t>(size_or(trial, c.trial_calls), 0, 1000));
     c.trial_timed = c.trial_calls > 0;
   }

@@ -1989,6 +1989,125 @@ TEST_F(ProfileLoading, WhatWonBesideAShapeIsTriedFirst) {
   set_trial("0");
 }
 
+// An allreduce of `n` doubles on comm through Veneer (values varying with
+// `round`), checked against the library's; `barrier`: an MPI_Barrier on comm
+// before it (the call is the first since a barrier).
+void allreduce_of_matches_library(MPI_Comm comm, int n, int round, bool barrier = false) {
+  std::vector<double> in(static_cast<size_t>(n)), out(in.size()), ref(in.size());
+  for (size_t i = 0; i < in.size(); ++i)
+    in[i] = static_cast<double>((i + static_cast<size_t>(round)) % 9 + static_cast<size_t>(world_rank()));
+  if (barrier) ASSERT_EQ(MPI_Barrier(comm), MPI_SUCCESS);
+  ASSERT_EQ(MPI_Allreduce(in.data(), out.data(), n, MPI_DOUBLE, MPI_SUM, comm), MPI_SUCCESS);
+  PMPI_Allreduce(in.data(), ref.data(), n, MPI_DOUBLE, MPI_SUM, comm);
+  ASSERT_EQ(out, ref) << n << " doubles, round " << round;
+}
+
+// A challenger that lost to the library beside a shape (a size 2x away,
+// the same pattern) is not tried on it (trial.cpp lost_beside): on a rank
+// count the profile did not time, two_level, the challenger at 350, 700
+// and 1,400 doubles, made to look a second slower a call, loses at 350;
+// at 700 its trial is spared and the library serves from the first call;
+// at 1,400 (4x from the loss; a spared trial is no evidence) it is tried
+// again. Every result is the library's.
+TEST_F(ProfileLoading, AChallengerThatLostBesideAShapeIsNotTriedThere) {
+  if (world_size() < 2) GTEST_SKIP() << "one rank passes through";
+  set_trial(nullptr);
+  ASSERT_EQ(load(file("other_count.json", topo::profile_text(profile_where("two_level", 1)))).info.status,
+            ProfileStatus::loaded);
+  MPI_Comm comm = seen_duplicate();
+  const topo::Hierarchy* h = topo::hierarchy(comm);
+  ASSERT_NE(h, nullptr);
+  const alg::Algorithm* two_level = alg::find_algorithm(alg::Collective::allreduce, "two_level");
+  ASSERT_NE(two_level, nullptr);
+  for (const int n : {350, 700, 1400}) {
+    SCOPED_TRACE(n);
+    const alg::Choice choice = alg::choose(alg::shape_of(alg::Collective::allreduce, int64_t{n} * 8, *h),
+                                           alg::Tuning::from_env(), alg::cost_model());
+    ASSERT_EQ(choice.algorithm, nullptr) << n;
+    ASSERT_EQ(choice.challenger, two_level) << n;
+  }
+  auto calls = [](std::string_view algorithm) { return calls_of(alg::Collective::allreduce, algorithm); };
+  alg::reset_collectives_counts();
+  alg::reset_trial_counts();
+  alg::handicap_for_testing(two_level, 1.0);
+  // Every challenger after it (the third, the formulas' best) loses too.
+  for (const alg::Algorithm* a : alg::algorithms_for(alg::Collective::allreduce))
+    if (a != two_level) alg::handicap_for_testing(a, 1.0);
+  int round = 0;
+  while (trials_ended() == 0 && round < 200) allreduce_of_matches_library(comm, 350, round++);
+  ASSERT_GE(trials_ended(), 1u);
+  for (int k = 0; k < 100; ++k) allreduce_of_matches_library(comm, 350, round++);  // any after it end too
+  const alg::TrialCounts at_350 = alg::trial_counts();
+  EXPECT_EQ(at_350.taken + at_350.kept, 0u);
+  EXPECT_EQ(at_350.spared, 0u);
+  const uint64_t tried = calls("two_level");
+  EXPECT_GT(tried, 0u);
+
+  for (int k = 0; k < 40; ++k) allreduce_of_matches_library(comm, 700, round++);
+  EXPECT_EQ(calls("two_level"), tried) << "spared at 700 doubles";
+  EXPECT_GE(alg::trial_counts().spared, 1u);
+  EXPECT_EQ(alg::trial_counts().not_taken, at_350.not_taken);
+
+  for (int k = 0; k < 40; ++k) allreduce_of_matches_library(comm, 1400, round++);
+  EXPECT_GT(calls("two_level"), tried) << "tried again at 1,400 doubles";
+  EXPECT_GT(alg::trial_counts().not_taken, at_350.not_taken);
+  alg::no_handicaps_for_testing();
+  EXPECT_TRUE(same_on_every_rank(calls("two_level"), comm)) << "every rank runs the same side";
+  PMPI_Comm_free(&comm);
+  set_trial("0");
+}
+
+// Calls that each follow a barrier: once the trials of that pattern are
+// over (two_level and every challenger after it made to look slower), the
+// challenger waiting for the calls' own pattern (back to back), which no
+// call has come in, is set aside (trial.h set_aside_untried): the library
+// serves every pattern and the decision no longer depends on the pattern
+// (the call goes the quick way). Calls back to back then run the library,
+// untried. Every result is the library's.
+TEST_F(ProfileLoading, AChallengerWaitingForAPatternNoCallCameInIsSetAside) {
+  if (world_size() < 2) GTEST_SKIP() << "one rank passes through";
+  set_trial(nullptr);
+  ASSERT_EQ(load(file("other_count.json", topo::profile_text(profile_where("two_level", 1)))).info.status,
+            ProfileStatus::loaded);
+  MPI_Comm comm = seen_duplicate();
+  auto calls = [](std::string_view algorithm) { return calls_of(alg::Collective::allreduce, algorithm); };
+  alg::reset_collectives_counts();
+  alg::reset_trial_counts();
+  for (const alg::Algorithm* a : alg::algorithms_for(alg::Collective::allreduce)) alg::handicap_for_testing(a, 1.0);
+  std::vector<double> in(700), out(700);
+  const alg::Call call{.collective = alg::Collective::allreduce,
+                       .sbuf = in.data(),
+                       .rbuf = out.data(),
+                       .count = 700,
+                       .type = MPI_DOUBLE,
+                       .op = MPI_SUM};
+  const alg::DecisionKey key = alg::decision_key(call, comm);
+  int round = 0;
+  // Another shape's decision after a barrier first: barriers are noted from
+  // then on, and the first call of 700 doubles is the first since one.
+  allreduce_of_matches_library(comm, 350, round++, true);
+  allreduce_of_matches_library(comm, 700, round++, true);
+  const alg::Remembered* first = alg::recall_decision(key);
+  ASSERT_NE(first, nullptr);
+  EXPECT_NE(first->on_trial & 1u, 0) << "the calls' own pattern waits for a challenger";
+  for (int k = 0; k < 300; ++k) allreduce_of_matches_library(comm, 700, round++, true);
+  alg::no_handicaps_for_testing();
+  EXPECT_GE(trials_ended(), 1u);
+  EXPECT_EQ(alg::trial_counts().taken, 0u);
+  const alg::Remembered* settled = alg::recall_decision(key);
+  ASSERT_NE(settled, nullptr);
+  EXPECT_EQ(settled->on_trial, 0) << "nothing left on trial";
+  EXPECT_EQ(settled->varies, 0) << "the library's in every pattern";
+  EXPECT_EQ(settled->algorithm, nullptr);
+  const uint64_t library = calls("library"), ended = trials_ended();
+  for (int k = 0; k < 20; ++k) allreduce_of_matches_library(comm, 700, round++);
+  EXPECT_EQ(calls("library"), library + 20) << "back to back: the library's, untried";
+  EXPECT_EQ(trials_ended(), ended);
+  EXPECT_TRUE(same_on_every_rank(calls("library"), comm)) << "every rank runs the same side";
+  PMPI_Comm_free(&comm);
+  set_trial("0");
+}
+
 // A broadcast whose root moves on every call: binomial (the model's choice
 // for a moved root) is tried on those calls alone, keyed without the root,
 // and every rank receives the root's data throughout.

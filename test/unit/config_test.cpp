@@ -65,3 +65,27 @@ TEST(Config, DeviceSwitches) {
   EXPECT_EQ(c.cuda_aware, 0);
   EXPECT_EQ(c.device_chunk, int64_t{1} << 20);  // a zero chunk would never finish: the default instead
 }
+
+// VENEER_TRIAL: unset, trials of untimed rank counts and thin leads only
+// (trial_timed false); a number, every choice; empty or unreadable, as
+// unset (a launcher's `-x VENEER_TRIAL=` once turned every choice's on).
+TEST(Config, TrialSwitch) {
+  g_env.clear();
+  auto c = veneer::parse_config(fake_env);
+  EXPECT_EQ(c.trial_calls, 32);
+  EXPECT_FALSE(c.trial_timed);
+  for (const char* value : {"", "many"}) {
+    g_env = {{"VENEER_TRIAL", value}};
+    c = veneer::parse_config(fake_env);
+    EXPECT_EQ(c.trial_calls, 32) << "'" << value << "'";
+    EXPECT_FALSE(c.trial_timed) << "'" << value << "'";
+  }
+  g_env = {{"VENEER_TRIAL", "8"}};
+  c = veneer::parse_config(fake_env);
+  EXPECT_EQ(c.trial_calls, 8);
+  EXPECT_TRUE(c.trial_timed);
+  g_env = {{"VENEER_TRIAL", "0"}};
+  c = veneer::parse_config(fake_env);
+  EXPECT_EQ(c.trial_calls, 0);
+  EXPECT_FALSE(c.trial_timed);
+}
