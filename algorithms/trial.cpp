@@ -402,8 +402,8 @@ bool lost_beside(const TrialBook& book, const TrialKey& key, int64_t* beside, do
   bool lost = false;
   for (const Trial& t : book.trials) {
     if (t.verdict == Verdict::trying || t.lead <= 0 || t.key.condition != key.condition ||
-        t.key.algorithm != key.algorithm || t.key.opponent != key.opponent ||
-        is_challenger(t.key.role) != challenger || t.key.call.collective != key.call.collective)
+        t.key.algorithm != key.algorithm || t.key.opponent != key.opponent || is_challenger(t.key.role) != challenger ||
+        t.key.call.collective != key.call.collective)
       continue;
     const auto other = static_cast<double>(bytes_of(t.key.call.type, t.key.call.count));
     if (other <= 0 || std::max(other / bytes, bytes / other) > kLostSpan) continue;
