@@ -315,15 +315,6 @@ std::optional<int> take(const Call& c, MPI_Comm comm) {
         if (v == Verdict::trying) break;
         settled.settle(condition, v == Verdict::keep);
       }
-      // This pattern's trials over: challengers to the library still
-      // waiting for a pattern no call of the shape has come in are set
-      // aside (trial.h set_aside_untried), so that a shape the library
-      // serves in every pattern goes the quick way.
-      if (!(settled.on_trial >> condition & 1u))
-        for (uint8_t p = 0; p < 3; ++p)
-          if (p != condition && (settled.on_trial >> p & 1u) && (settled.challenged >> p & 1u) &&
-              settled.incumbent[p] == 0 && set_aside_untried(c, *h, p))
-            settled.set_aside(p);
       if (rememberable(c) && watch_communicator(comm)) remember_decision(key, settled);
     }
     if (ran) return ran;

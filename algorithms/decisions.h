@@ -159,20 +159,6 @@ struct Remembered {
     // broadcast after every barrier 10-20 ns).
     if (!on_trial && !algorithm && !moving && !after_barrier) varies = 0;
   }
-  // Pattern `condition`'s challenger, whose trial has not begun, set aside
-  // (trial.h set_aside_untried): the library serves the pattern untried.
-  // Where every pattern is then the library's with nothing on trial, the
-  // call goes the quick way.
-  void set_aside(uint8_t condition) {
-    const auto bit = static_cast<uint8_t>(1u << condition);
-    on_trial = static_cast<uint8_t>(on_trial & ~bit);
-    challenged = static_cast<uint8_t>(challenged & ~bit & ~thin_bit(condition));
-    chained = static_cast<uint8_t>(chained & ~bit);
-    next_challenger[condition] = 0;
-    incumbent[condition] = 0;
-    set_choice(condition, 0);
-    if (!on_trial && !algorithm && !moving && !after_barrier) varies = 0;
-  }
   // The choice for pattern `condition` (as condition() numbers them).
   const Algorithm* alternative_for(uint8_t condition) const {
     return condition == 0 ? algorithm : alternative(condition == 1 ? moving : after_barrier);

@@ -91,17 +91,10 @@ struct NeighbourAnswer {
   uint8_t condition = 0;
   const Algorithm* winner = nullptr;
 };
-// A shape's pattern whose waiting challengers were set aside (set_aside_untried).
-struct SetAside {
-  DecisionKey call;
-  uint8_t condition = 0;
-  bool operator==(const SetAside&) const = default;
-};
 struct TrialBook {
   std::mutex lock;
   std::vector<Trial> trials;
   std::vector<NeighbourAnswer> neighbours;
-  std::vector<SetAside> set_aside;
   TrialBook() = default;
   TrialBook(const TrialBook&) = delete;
   TrialBook& operator=(const TrialBook&) = delete;
@@ -679,15 +672,9 @@ Verdict trial_run(const Algorithm& a, const Call& c, const Hierarchy& h, uint8_t
       });
       int64_t beside = 0;
       double lost_by = 0;
-      const bool aside = std::find(book.set_aside.begin(), book.set_aside.end(),
-                                   SetAside{.call = key.call, .condition = condition}) != book.set_aside.end();
-      const bool spared = !aside && lost_beside(book, key, &beside, &lost_by);
+      const bool spared = lost_beside(book, key, &beside, &lost_by);
       it = book.trials.emplace(book.trials.end());
       it->key = key;
-      if (aside) {
-        it->verdict = Verdict::drop;
-        return Verdict::drop;
-      }
       if (spared) {
         // Ended before its first call, with a lead of 0: no evidence beside another shape.
         it->verdict = Verdict::drop;
@@ -775,29 +762,6 @@ Verdict trial_run(const Algorithm& a, const Call& c, const Hierarchy& h, uint8_t
     it->library_calls = {};
   }
   return v;
-}
-
-bool set_aside_untried(const Call& c, const Hierarchy& h, uint8_t condition) {
-  if (!triable(c)) return false;
-  const SetAside mark{.call = shape_key(c), .condition = condition};
-  TrialBook& book = book_of(h);
-  std::lock_guard<std::mutex> guard(book.lock);
-  if (std::find(book.set_aside.begin(), book.set_aside.end(), mark) != book.set_aside.end()) return true;
-  // Begun: more than one call (a shape's first call since a barrier is
-  // its own pattern's where no barrier was noted yet: the process's first
-  // decision about a call after a barrier made barriers matter), or ended.
-  auto of_it = [&](const Trial& t) { return t.key.call == mark.call && t.key.condition == condition; };
-  if (book.set_aside.size() >= kMaxTrials || std::any_of(book.trials.begin(), book.trials.end(), [&](const Trial& t) {
-        return of_it(t) && (t.calls > 1 || t.verdict != Verdict::trying);
-      }))
-    return false;
-  for (Trial& t : book.trials)
-    if (of_it(t)) {
-      if (t.key.condition == 2) g_barrier_trials.fetch_sub(1, std::memory_order_relaxed);
-      t.verdict = Verdict::drop;  // a lead of 0: no evidence beside another shape
-    }
-  book.set_aside.push_back(mark);
-  return true;
 }
 
 std::atomic<int> g_barrier_trials{0};

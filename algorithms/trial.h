@@ -130,19 +130,6 @@ Verdict trial_run(const Algorithm& a, const Call& c, const Hierarchy& h, uint8_t
 // behind lanes. `first`: set where this was the shape's first asking.
 const Algorithm* neighbours_winner(const Call& c, const Hierarchy& h, uint8_t condition, bool* first = nullptr);
 
-// Whether the challengers waiting for calls like `c` in pattern
-// `condition` on h are set aside, the library serving that pattern untried:
-// true where no trial of that shape in that pattern has run more than one
-// call or ended (then noted, and those ended, dropped, so that it is never
-// resumed nor begun: a later trial of it ends at once, dropped) or it was
-// set aside before. Asked (algorithms/collectives.cpp) when the
-// trials of the pattern the calls came in are over: in OSU's timing loop
-// every call follows a barrier, so a challenger waiting for the calls'
-// own pattern (back to back) waited for ever, and every call of the shape
-// went the way that notes its pattern, not the quick way. Every rank asks
-// at the same call and finds the same trials begun.
-bool set_aside_untried(const Call& c, const Hierarchy& h, uint8_t condition);
-
 // Block pairs a challenger must win, of `pairs` (three in four, rounded
 // up), beside leading the library's median by more than 10%. A challenger
 // whose lost pairs already rule that out ends its trial without running its

@@ -2057,57 +2057,6 @@ TEST_F(ProfileLoading, AChallengerThatLostBesideAShapeIsNotTriedThere) {
   set_trial("0");
 }
 
-// Calls that each follow a barrier: once the trials of that pattern are
-// over (two_level and every challenger after it made to look slower), the
-// challenger waiting for the calls' own pattern (back to back), which no
-// call has come in, is set aside (trial.h set_aside_untried): the library
-// serves every pattern and the decision no longer depends on the pattern
-// (the call goes the quick way). Calls back to back then run the library,
-// untried. Every result is the library's.
-TEST_F(ProfileLoading, AChallengerWaitingForAPatternNoCallCameInIsSetAside) {
-  if (world_size() < 2) GTEST_SKIP() << "one rank passes through";
-  set_trial(nullptr);
-  ASSERT_EQ(load(file("other_count.json", topo::profile_text(profile_where("two_level", 1)))).info.status,
-            ProfileStatus::loaded);
-  MPI_Comm comm = seen_duplicate();
-  auto calls = [](std::string_view algorithm) { return calls_of(alg::Collective::allreduce, algorithm); };
-  alg::reset_collectives_counts();
-  alg::reset_trial_counts();
-  for (const alg::Algorithm* a : alg::algorithms_for(alg::Collective::allreduce)) alg::handicap_for_testing(a, 1.0);
-  std::vector<double> in(700), out(700);
-  const alg::Call call{.collective = alg::Collective::allreduce,
-                       .sbuf = in.data(),
-                       .rbuf = out.data(),
-                       .count = 700,
-                       .type = MPI_DOUBLE,
-                       .op = MPI_SUM};
-  const alg::DecisionKey key = alg::decision_key(call, comm);
-  int round = 0;
-  // Another shape's decision after a barrier first: barriers are noted from
-  // then on, and the first call of 700 doubles is the first since one.
-  allreduce_of_matches_library(comm, 350, round++, true);
-  allreduce_of_matches_library(comm, 700, round++, true);
-  const alg::Remembered* first = alg::recall_decision(key);
-  ASSERT_NE(first, nullptr);
-  EXPECT_NE(first->on_trial & 1u, 0) << "the calls' own pattern waits for a challenger";
-  for (int k = 0; k < 300; ++k) allreduce_of_matches_library(comm, 700, round++, true);
-  alg::no_handicaps_for_testing();
-  EXPECT_GE(trials_ended(), 1u);
-  EXPECT_EQ(alg::trial_counts().taken, 0u);
-  const alg::Remembered* settled = alg::recall_decision(key);
-  ASSERT_NE(settled, nullptr);
-  EXPECT_EQ(settled->on_trial, 0) << "nothing left on trial";
-  EXPECT_EQ(settled->varies, 0) << "the library's in every pattern";
-  EXPECT_EQ(settled->algorithm, nullptr);
-  const uint64_t library = calls("library"), ended = trials_ended();
-  for (int k = 0; k < 20; ++k) allreduce_of_matches_library(comm, 700, round++);
-  EXPECT_EQ(calls("library"), library + 20) << "back to back: the library's, untried";
-  EXPECT_EQ(trials_ended(), ended);
-  EXPECT_TRUE(same_on_every_rank(calls("library"), comm)) << "every rank runs the same side";
-  PMPI_Comm_free(&comm);
-  set_trial("0");
-}
-
 // A broadcast whose root moves on every call: binomial (the model's choice
 // for a moved root) is tried on those calls alone, keyed without the root,
 // and every rank receives the root's data throughout.
