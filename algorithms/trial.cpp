@@ -380,13 +380,13 @@ std::string opponent_name(const Trial& t) {
 // its size tries every other size at least, and an algorithm whose loss
 // turns to a lead between two sizes is tried within one doubling of it.
 //
-// In OSU's timing loop on 3 ranks (Open MPI, a 4-rank profile), 58 of the
-// 64 challengers tried at 8 B-32 KiB lost (most at half way), each costing
-// its shape's 100-1,000 timed calls up to 16 calls of the slower side: a
-// reduce's binomial calls keep every rank until its children have sent,
-// where the library's let all but the root return at once, and OSU's
-// average (the ranks' mean) read the 16-256 B reduces at 0.80-0.90 of the
-// library with trials, 0.94-1.0 without. The `info` log names each one spared.
+// In OSU's timing loop on 3 ranks (Open MPI, a 4-rank profile), 111 of
+// the 112 trials at 8 B-32 KiB (two a shape) ended with the library, most
+// at half way, each costing its shape's timed calls up to 16 calls of the
+// slower side; spared so, 54 of 139 ended before their first call, and
+// OSU's average over the 90 shapes read 1.043-1.064 of the library
+// against 1.023-1.032 before (two launches each, alternated). The `info`
+// log names each one spared.
 // `beside`, `lead`: the shape's bytes and the lead of the loss found.
 bool lost_beside(const TrialBook& book, const TrialKey& key, int64_t* beside, double* lead) {
   const auto bytes = static_cast<double>(bytes_of(key.call.type, key.call.count));
