@@ -379,18 +379,22 @@ std::string opponent_name(const Trial& t) {
 // Spared trials count as none (their lead is 0), so a sweep that doubles
 // its size tries every other size at least, and an algorithm whose loss
 // turns to a lead between two sizes is tried within one doubling of it.
+// Only up to kFullTrialBytes a call: above, a trial is short, and the
+// library changes its own algorithm between sizes (Open MPI's broadcast
+// on 6 ranks: `binomial` 1.6x behind it at 512 KiB, 1.2-1.3x ahead at 1
+// MiB, where a spared trial left the library 1.16-1.36x behind).
 //
 // In OSU's timing loop on 3 ranks (Open MPI, a 4-rank profile), 111 of
 // the 112 trials at 8 B-32 KiB (two a shape) ended with the library, most
 // at half way, each costing its shape's timed calls up to 16 calls of the
-// slower side; spared so, 54 of 139 ended before their first call, and
-// OSU's average over the 90 shapes read 1.043-1.064 of the library
-// against 1.023-1.032 before (two launches each, alternated). The `info`
-// log names each one spared.
+// slower side; spared so, 49 trials of calls up to 64 KiB ended before
+// their first call, and OSU's average over the 90 shapes read 1.051 of the
+// library (1.043-1.064 sparing at every size) against 1.010-1.045 before
+// (four launches). The `info` log names each one spared.
 // `beside`, `lead`: the shape's bytes and the lead of the loss found.
 bool lost_beside(const TrialBook& book, const TrialKey& key, int64_t* beside, double* lead) {
   const auto bytes = static_cast<double>(bytes_of(key.call.type, key.call.count));
-  if (bytes <= 0) return false;
+  if (bytes <= 0 || bytes > kFullTrialBytes) return false;
   const bool challenger = is_challenger(key.role);
   bool lost = false;
   for (const Trial& t : book.trials) {
