@@ -218,6 +218,28 @@ bool untimed(const Shape& s, const CostModel& m, const MeasuredSeries* series) {
 // try a third challenger whatever the formulas say of it (offer_challenger).
 constexpr int64_t kEveryWayTriedBytes = int64_t{8} << 10;
 
+// Whether s's calls are above kFullTrialBytes (a rank's block where the
+// shape counts every rank's: allgather, alltoall, reduce_scatter_block),
+// as a trial counts a call's bytes (trial.cpp).
+bool large_per_call(const Shape& s) {
+  const bool per_rank = s.collective == Collective::allgather || s.collective == Collective::alltoall ||
+                        s.collective == Collective::reduce_scatter_block;
+  return (per_rank && s.ranks > 0 ? s.bytes / s.ranks : s.bytes) > kFullTrialBytes;
+}
+
+// The slowest of a's times at s's size over every condition the profile
+// timed it in: the fixed-root ones (back to back, the heap in either state,
+// between barriers) and, where the root moved, the rotating one; infinite
+// where unknown.
+double worst_timed(const Shape& s, const Algorithm* a, const CostModel& m) {
+  const MeasuredSeries* series = measured_series(s, m);
+  if (!series) return std::numeric_limits<double>::infinity();
+  const size_t k = candidate_index(a);
+  const Prediction fixed = predict_measured(*series, k, s.bytes);
+  const Prediction moved = s.moving_root ? predict_measured(*series, k, s.bytes, true) : fixed;
+  return std::max(fixed.seconds, moved.seconds);
+}
+
 // Where the model kept the library on such a shape, the challengers to try
 // against it: the leaders of the timed counts, nearest first, else the
 // model's best.
@@ -231,11 +253,26 @@ void offer_challenger(Choice& c, std::span<const Algorithm* const> candidates, c
     // barrier on 4 ranks, where a profile put the library 1.1x ahead of
     // reduce_scatter_gather and 1.35x ahead of two_level: the first lost
     // its trial, and two_level ran 1.9x faster than the library there.
+    // Above kFullTrialBytes a call, the two go in the order of their
+    // slowest time over every condition the profile timed: a trial there
+    // runs few calls, the first taken, however thinly, leaves the second
+    // untried, and a large call's time may change several times over from
+    // one launch to the next. MPICH's 1 MiB reduce on 4 ranks, as
+    // calibrated: reduce_scatter_gather 786 us and binomial 789 us from a
+    // rotating root, 727 and 803 us after a barrier, 1,283 and 828 us back
+    // to back; in the launches where the library's large calls ran its slow
+    // way (1.6-1.9 ms), reduce_scatter_gather took the rotating root's calls
+    // by 1.10x and ran 1.96-2.11x behind binomial, and lost its trial after
+    // a barrier, where binomial then led by 1.6-1.9x.
     if (m.measured && c.best && c.best_seconds > 0 && c.library_seconds > 0 &&
         c.best_seconds < kThinLead * c.library_seconds) {
       c.challenger = c.best;
       c.thin_lead = true;
-      if (second && second != c.best && second_seconds < kThinLead * c.library_seconds) c.next_challenger = second;
+      if (second && second != c.best && second_seconds < kThinLead * c.library_seconds) {
+        c.next_challenger = second;
+        if (large_per_call(s) && worst_timed(s, second, m) < worst_timed(s, c.best, m))
+          std::swap(c.challenger, c.next_challenger);
+      }
     }
     return;
   }
@@ -616,13 +653,17 @@ std::string explain(const Shape& s, const Tuning& t, const CostModel& m) {
   }
   const Choice c = decide(algorithms_for(s.collective), s, t, m);  // explaining is not deciding: not counted
   out += "chosen: " + name_of(c.algorithm) + " (" + reason(c, s) + ")\n";
-  if (c.challenger && c.thin_lead)
-    out += "the library kept, " + name_of(c.challenger) +
+  // The challengers to a library kept thinly (offer_challenger), for c or a variant of it.
+  auto thin_challengers = [](const Choice& k, const char* indent) {
+    if (!k.challenger || !k.thin_lead) return std::string();
+    return indent + ("the library kept, " + name_of(k.challenger)) +
            " within 1.5x of it: unless VENEER_TRIAL=0, the job's first calls try it against the library (taken "
            "only if it leads by more than 10%" +
-           (c.next_challenger ? "; where it is not, then " + name_of(c.next_challenger) + ", also within 1.5x"
+           (k.next_challenger ? "; where it is not, then " + name_of(k.next_challenger) + ", also within 1.5x"
                               : std::string()) +
            ")\n";
+  };
+  out += thin_challengers(c, "");
   if (c.untimed && (c.challenger || c.decision == Decision::model))
     out +=
         "not timed on this rank count: unless VENEER_TRIAL=0, the job's first calls try " +
@@ -637,10 +678,7 @@ std::string explain(const Shape& s, const Tuning& t, const CostModel& m) {
                                   ", against the library or the one taken"
                             : std::string()) +
         ")\n";
-  // A call's own bytes, as a trial counts them (per rank where the shape counts all ranks' blocks).
-  const bool per_rank = s.collective == Collective::allgather || s.collective == Collective::alltoall ||
-                        s.collective == Collective::reduce_scatter_block;
-  const bool large = (per_rank && s.ranks > 0 ? s.bytes / s.ranks : s.bytes) > kFullTrialBytes;
+  const bool large = large_per_call(s);
   const bool tried_large =
       c.decision == Decision::model && c.algorithm && !c.thin_lead && !c.untimed && large && !s.moving_root;
   if (tried_large)
@@ -659,14 +697,16 @@ std::string explain(const Shape& s, const Tuning& t, const CostModel& m) {
     Shape moved = s;
     moved.moving_root = true;
     const Choice mc = decide(algorithms_for(s.collective), moved, t, m);
-    out += "root moved since the previous call: " + name_of(mc.algorithm) + " (" + reason(mc, moved) + ")\n";
+    out += "root moved since the previous call: " + name_of(mc.algorithm) + " (" + reason(mc, moved) + ")\n" +
+           thin_challengers(mc, "  ");
   }
   // So is the first call since a barrier on the communicator.
   if (!s.moving_root && !s.after_barrier) {
     Shape fresh = s;
     fresh.after_barrier = true;
     const Choice fc = decide(algorithms_for(s.collective), fresh, t, m);
-    out += "first call since a barrier: " + name_of(fc.algorithm) + " (" + reason(fc, fresh) + ")\n";
+    out += "first call since a barrier: " + name_of(fc.algorithm) + " (" + reason(fc, fresh) + ")\n" +
+           thin_challengers(fc, "  ");
   }
   return out;
 }

@@ -760,6 +760,58 @@ TEST(Model, ARankCountNotTimedKeepsTheLibraryWithoutAgreement) {
   EXPECT_NE(alg::choose(nodes, defaults(), m).source, Source::other_ranks);
 }
 
+// Where the library is kept thinly, the first challenger taken, however
+// thinly, leaves the second untried: above 64 KiB a call (a trial of few
+// calls), the one whose slowest time over the conditions timed is the
+// shorter goes first. MPICH's 1 MiB reduce on 4 ranks as calibrated (times
+// in us: back to back, the heap handing blocks back, between barriers,
+// rotating).
+TEST(Model, OfTwoChallengersTheSteadierGoesFirst) {
+  auto profile = [](int64_t bytes, double gather_median) {
+    topo::Profile p = two_level_wins();
+    topo::CollectivePoint pt = point("reduce", bytes, {});
+    const double k = static_cast<double>(bytes) / (1 << 20);
+    pt.times.emplace_back("library", topo::Timing{1359e-6 * k, 0.098, 551e-6 * k, 573e-6 * k, 683e-6 * k});
+    pt.times.emplace_back("binomial", topo::Timing{828e-6 * k, 0.026, 798e-6 * k, 803e-6 * k, 789e-6 * k});
+    pt.times.emplace_back("reduce_scatter_gather",
+                          topo::Timing{gather_median * k, 0.075, 688e-6 * k, 727e-6 * k, 786e-6 * k});
+    pt.times.emplace_back("two_level", topo::Timing{834e-6 * k, 0.03, 840e-6 * k, 845e-6 * k, 1000e-6 * k});
+    p.collectives.push_back(pt);
+    return p;
+  };
+  const alg::Tuning t = defaults();
+  alg::Shape moved = one_node(1 << 20, Collective::reduce);
+  moved.moving_root = true;
+  const alg::Choice c = alg::choose(moved, t, alg::cost_model_from_profile(profile(1 << 20, 1283e-6)));
+  EXPECT_EQ(name(c), "library") << alg::reason(c, moved);
+  EXPECT_EQ(name_of_best(c), "reduce_scatter_gather");
+  ASSERT_TRUE(c.thin_lead);
+  ASSERT_NE(c.challenger, nullptr);
+  ASSERT_NE(c.next_challenger, nullptr);
+  EXPECT_EQ(c.challenger->name, "binomial");  // 828 us at worst, against 1,283
+  EXPECT_EQ(c.next_challenger->name, "reduce_scatter_gather");
+  // The first call since a barrier: reduce_scatter_gather 10% ahead there, binomial first all the same.
+  alg::Shape fresh = one_node(1 << 20, Collective::reduce);
+  fresh.after_barrier = true;
+  const alg::Choice after = alg::choose(fresh, t, alg::cost_model_from_profile(profile(1 << 20, 1283e-6)));
+  ASSERT_NE(after.challenger, nullptr);
+  EXPECT_EQ(after.challenger->name, "binomial");
+  const std::string text =
+      alg::explain(one_node(1 << 20, Collective::reduce), t, alg::cost_model_from_profile(profile(1 << 20, 1283e-6)));
+  EXPECT_NE(text.find("root moved since the previous call: library"), std::string::npos) << text;
+  EXPECT_NE(text.find("  the library kept, binomial within 1.5x of it"), std::string::npos) << text;
+  // reduce_scatter_gather as steady back to back (800 us at worst): the faster on the pattern first.
+  const alg::Choice steady = alg::choose(moved, t, alg::cost_model_from_profile(profile(1 << 20, 800e-6)));
+  ASSERT_NE(steady.challenger, nullptr);
+  EXPECT_EQ(steady.challenger->name, "reduce_scatter_gather");
+  // At 64 KiB a call (a trial of many calls, each a few microseconds): the faster on the pattern first.
+  alg::Shape small = one_node(64 << 10, Collective::reduce);
+  small.moving_root = true;
+  const alg::Choice near = alg::choose(small, t, alg::cost_model_from_profile(profile(64 << 10, 1283e-6)));
+  ASSERT_NE(near.challenger, nullptr);
+  EXPECT_EQ(near.challenger->name, "reduce_scatter_gather");
+}
+
 // Bcast timed on one node at the given rank counts: binomial and
 // scatter_allgather each the given times faster than the library there.
 struct TwoLeads {
