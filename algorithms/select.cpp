@@ -261,9 +261,9 @@ void offer_challenger(Choice& c, std::span<const Algorithm* const> candidates, c
     // calibrated: reduce_scatter_gather 786 us and binomial 789 us from a
     // rotating root, 727 and 803 us after a barrier, 1,283 and 828 us back
     // to back; in the launches where the library's large calls ran its slow
-    // way (1.6-1.9 ms), reduce_scatter_gather took the rotating root's calls
+    // way (1.5-1.9 ms), reduce_scatter_gather took the rotating root's calls
     // by 1.10x and ran 1.96-2.11x behind binomial, and lost its trial after
-    // a barrier, where binomial then led by 1.6-1.9x.
+    // a barrier, where binomial then led by 1.6-2.3x.
     if (m.measured && c.best && c.best_seconds > 0 && c.library_seconds > 0 &&
         c.best_seconds < kThinLead * c.library_seconds) {
       c.challenger = c.best;
