@@ -137,7 +137,7 @@ constexpr double kNeighbourSpan = 8;
 constexpr double kLostSpan = 2;
 
 std::mutex g_books_lock;  // making a hierarchy's book
-std::atomic<uint64_t> g_kept{0}, g_dropped{0}, g_taken{0}, g_not_taken{0}, g_spared{0};
+std::atomic<uint64_t> g_kept{0}, g_dropped{0}, g_taken{0}, g_not_taken{0}, g_spared{0}, g_calls{0};
 
 // Trials ended with both sides' medians (trial_records()), the last kMaxRecords.
 constexpr size_t kMaxRecords = 256;
@@ -718,6 +718,7 @@ Verdict trial_run(const Algorithm& a, const Call& c, const Hierarchy& h, uint8_t
   const bool algorithm_side = (block < 0 ? block == -2 : (block + 1) / 2 % 2 == 0) != challenger;
   double seconds = 0;
   *ran = timed(algorithm_side ? &a : opponent, c, h, &seconds);
+  g_calls.fetch_add(1, std::memory_order_relaxed);
   // After a barrier, the barrier is part of the call's time in its block
   // (each block's slowest rank): it waited for what the call before (of the
   // same side: a block's first call is not timed) left behind. The call's
@@ -843,9 +844,9 @@ void no_handicaps_for_testing() {
 }
 
 TrialCounts trial_counts() {
-  return {g_kept.load(std::memory_order_relaxed), g_dropped.load(std::memory_order_relaxed),
-          g_taken.load(std::memory_order_relaxed), g_not_taken.load(std::memory_order_relaxed),
-          g_spared.load(std::memory_order_relaxed)};
+  return {g_kept.load(std::memory_order_relaxed),   g_dropped.load(std::memory_order_relaxed),
+          g_taken.load(std::memory_order_relaxed),  g_not_taken.load(std::memory_order_relaxed),
+          g_spared.load(std::memory_order_relaxed), g_calls.load(std::memory_order_relaxed)};
 }
 
 void reset_trial_counts() {
@@ -854,6 +855,7 @@ void reset_trial_counts() {
   g_taken.store(0, std::memory_order_relaxed);
   g_not_taken.store(0, std::memory_order_relaxed);
   g_spared.store(0, std::memory_order_relaxed);
+  g_calls.store(0, std::memory_order_relaxed);
 }
 
 std::vector<TrialRecord> trial_records() {

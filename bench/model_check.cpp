@@ -59,7 +59,7 @@ using alg::Collective;
 const char* const kUsage =
     "usage: veneer-model-check [--quick] [--min BYTES] [--max BYTES] [--step K] [--collective NAME]...\n"
     "                          [--split] [--no-p2p] [--repetitions R] [--seconds S] [--json FILE]\n"
-    "                          [--profile FILE] [--apps]\n"
+    "                          [--profile FILE] [--apps] [--time-trials]\n"
     "  --quick          8 B, 512 B and 32 KiB, 5 repetitions of 1 ms batches, small layouts (CI)\n"
     "  --min/--max      message sizes in bytes, k/M suffixes (default 8 to 4M; the largest is always checked)\n"
     "  --step K         size step factor (default 8)\n"
@@ -73,7 +73,9 @@ const char* const kUsage =
     "  --repetitions R  interleaved timed batches per choice (default 11)\n"
     "  --seconds S      length of one timed batch (default 0.003)\n"
     "  --json FILE      one JSON line per shape\n"
-    "  --profile FILE   the machine profile libveneer loads (sets VENEER_PROFILE)\n";
+    "  --profile FILE   the machine profile libveneer loads (sets VENEER_PROFILE)\n"
+    "  --time-trials    time the automatic choice from its first calls, its trials in its batches (by\n"
+    "                   default they run out before its timed batches and are reported apart)\n";
 
 struct Options {
   bool quick = false;
@@ -83,6 +85,7 @@ struct Options {
   bool split = false;
   bool apps = false;
   bool p2p = true;
+  bool time_trials = false;
   int repetitions = 11;
   double batch_seconds = 0.003;
   std::string json_path;
@@ -96,6 +99,7 @@ bool parse(int argc, char** argv, Options& o) {
     else if (flag == "--split") o.split = true;
     else if (flag == "--apps") o.apps = true;
     else if (flag == "--no-p2p") o.p2p = false;
+    else if (flag == "--time-trials") o.time_trials = true;
     else {
       if (a + 1 >= argc) return false;
       const char* v = argv[++a];
@@ -302,6 +306,11 @@ struct Row {
     bool taken = false;
   };
   std::vector<TrialCheck> trials;
+  // The automatic choice's calls while its trials ran, before its timed
+  // batches (run_out_trials): how many, and per call on the slowest rank
+  // (0: no trial ran).
+  int trial_calls = 0;
+  double trial_seconds = 0;
   double ratio() const { return auto_seconds / best_seconds; }
   double mean_ratio() const { return mean_auto / mean_best; }
 };
@@ -351,6 +360,7 @@ void write_json(std::FILE* f, const Row& r) {
     std::fprintf(f, ",\"auto_mean_us\":%.4f,\"best_mean_us\":%.4f", r.mean_auto * 1e6, r.mean_best * 1e6);
   std::fprintf(f, ",\"calls_per_batch\":%d", r.calls);
   if (r.calls_most > r.calls) std::fprintf(f, ",\"calls_per_batch_most\":%d", r.calls_most);
+  if (r.trial_calls > 0) std::fprintf(f, R"(,"trial_calls":%d,"trial_us":%.4f)", r.trial_calls, r.trial_seconds * 1e6);
   if (!r.trials.empty()) {
     std::fprintf(f, ",\"trials\":[");
     for (size_t k = 0; k < r.trials.size(); ++k)
@@ -448,6 +458,36 @@ std::vector<Row::TrialCheck> trials_beside_batches(Collective c, uint8_t conditi
     out.push_back(k);
   }
   return out;
+}
+
+// The trials of the automatic choice run out before its timed batches, as
+// OSU's warm-up calls come before its timed ones: a trial is a few of the
+// first calls of a shape, which an application calls hundreds of times.
+// Calls in groups of four until a group ran no call in a trial and ended
+// none (a challenger's trial may follow another's on the next call, one
+// may be spared: ended before its first call), at most kMostTrialCalls or
+// about 3 s. The
+// calls while trials ran are timed apart, per call on the slowest rank
+// (*calls 0: no trial ran). Every rank calls it; all stop together.
+constexpr int kMostTrialCalls = 1024;
+void run_out_trials(const std::function<double()>& one_call, int* calls, double* seconds) {
+  auto seen = [](const alg::TrialCounts& t) { return t.kept + t.dropped + t.taken + t.not_taken + t.spared + t.calls; };
+  *calls = 0;
+  *seconds = 0;
+  for (int run = 0; run < kMostTrialCalls; run += 4) {
+    const alg::TrialCounts before = alg::trial_counts();
+    PMPI_Barrier(MPI_COMM_WORLD);
+    const double t0 = bench::now();
+    for (int i = 0; i < 4; ++i) one_call();
+    const double group = max_over_ranks(bench::now() - t0);
+    const alg::TrialCounts after = alg::trial_counts();
+    const bool quiet = seen(after) == seen(before);
+    if (all_ranks(quiet)) break;
+    *calls += 4;
+    *seconds += group;  // the slowest rank's: the same on every rank
+    if (*seconds > 3.0) break;
+  }
+  if (*calls > 0) *seconds /= *calls;
 }
 
 // One collective shape on comm (collective over MPI_COMM_WORLD: every rank
@@ -549,6 +589,7 @@ std::optional<Row> check_collective(Collective c, int64_t target, MPI_Comm comm,
     call_collective(w.call, comm, true);
     return bench::now() - start;
   };
+  if (!o.time_trials) run_out_trials(one_call, &r.trial_calls, &r.trial_seconds);
   for (size_t m = 0; m < valid.size(); ++m) {
     apply_collective(c, valid[m]);
     iterations[m] = iterations_for([&] { one_call(); }, o.batch_seconds, barrier ? 2000 : 20000);
@@ -778,6 +819,30 @@ void summarize_trials(const std::vector<Row>& rows) {
       off.size(), taken, std::exp(bench::median_of(off)), std::exp(p90), wrong, off.size());
 }
 
+// What the automatic choice's trials cost, run out before its batches
+// (run_out_trials): its calls then against the fastest forced choice's in
+// the batches, and the time they added to the shape's calls in all.
+void summarize_trial_calls(const std::vector<Row>& rows) {
+  std::vector<double> slower;
+  std::vector<int> calls;
+  double added = 0;
+  for (const Row& r : rows) {
+    if (r.trial_calls <= 0 || r.best_seconds <= 0) continue;
+    slower.push_back(std::log(r.trial_seconds / r.best_seconds));
+    calls.push_back(r.trial_calls);
+    added += std::max(0.0, r.trial_seconds - r.best_seconds) * r.trial_calls;
+  }
+  if (slower.empty()) return;
+  double sum = 0;
+  for (double s : slower) sum += s;
+  std::printf(
+      "  trials, run out before the timed batches: %zu shapes, %d-%d calls a shape, at %.2fx the fastest forced "
+      "choice a call (geometric mean; %.2fx at most), %.1f ms added in all (once per shape in a job)\n",
+      slower.size(), *std::min_element(calls.begin(), calls.end()), *std::max_element(calls.begin(), calls.end()),
+      std::exp(sum / static_cast<double>(slower.size())), std::exp(*std::max_element(slower.begin(), slower.end())),
+      added * 1e3);
+}
+
 void summarize(const std::vector<Row>& rows, double elapsed) {
   size_t within = 0, collectives = 0;
   double penalty = 0, slowdown = 0;
@@ -887,6 +952,7 @@ void summarize(const std::vector<Row>& rows, double elapsed) {
     picks += part;
   }
   summarize_trials(rows);
+  summarize_trial_calls(rows);
   if (!twins.empty()) {
     double sum = 0, most = 0;
     for (double t : twins) {
@@ -954,8 +1020,9 @@ int main(int argc, char** argv) {
       std::printf("# Veneer or its collectives are switched off: every choice is the library\n");
     std::printf(
         "# per call: median of %d interleaved batches of ~%.1f ms, slowest rank (+bar: barrier to barrier); forced "
-        "times: * fastest\n",
-        o.repetitions, o.batch_seconds * 1e3);
+        "times: * fastest; automatic: %s\n",
+        o.repetitions, o.batch_seconds * 1e3,
+        o.time_trials ? "from its first calls, trials included" : "after its trials (reported apart)");
     print_header();
   }
   std::FILE* json = nullptr;

@@ -875,6 +875,8 @@ TEST_F(ProfileLoading, AFirstSinceABarrierTrialTimesNoneOfItsWarmUpCalls) {
 // against the library (whose calls are then made to look half a second
 // slower), takes the shape within the sixteen calls of its trial, with
 // no warm-up before them. Every rank receives every rank's block.
+// trial_counts() counts every call run in a trial, none after it ended
+// (veneer-model-check waits on that).
 TEST_F(ProfileLoading, ATrialAfterAnotherAfterBarriersIsNotWarmedAgain) {
   if (world_size() < 2) GTEST_SKIP() << "one rank passes through";
   set_trial("8");
@@ -897,6 +899,7 @@ TEST_F(ProfileLoading, ATrialAfterAnotherAfterBarriersIsNotWarmedAgain) {
   }
   EXPECT_EQ(calls, 32) << "sixteen untimed calls of ring's, then two blocks of four of each side";
   EXPECT_EQ(alg::trial_counts().dropped, 1u);
+  EXPECT_EQ(alg::trial_counts().calls, 32u) << "every call of the trial counted";
   alg::no_handicaps_for_testing();
   alg::handicap_for_testing(nullptr, 0.5);
   calls = 0;
@@ -907,8 +910,10 @@ TEST_F(ProfileLoading, ATrialAfterAnotherAfterBarriersIsNotWarmedAgain) {
   alg::no_handicaps_for_testing();
   EXPECT_LE(calls, 16) << "the fallback's trial timed from its first block";
   EXPECT_EQ(alg::trial_counts().taken, 1u);
+  EXPECT_EQ(alg::trial_counts().calls, 32u + static_cast<uint64_t>(calls));
   const uint64_t before = calls_of(alg::Collective::allgather, "bruck");
   allgathers_after_barriers(comm, 4, &round);
+  EXPECT_EQ(alg::trial_counts().calls, 32u + static_cast<uint64_t>(calls)) << "none once it ended";
   EXPECT_EQ(calls_of(alg::Collective::allgather, "bruck") - before, 4u);
   EXPECT_TRUE(same_on_every_rank(calls_of(alg::Collective::allgather, "bruck"), comm))
       << "every rank runs the same side";
