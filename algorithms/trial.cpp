@@ -716,6 +716,12 @@ Verdict trial_run(const Algorithm& a, const Call& c, const Hierarchy& h, uint8_t
   // challenger), so that a shape the job calls a few times only, as a code
   // whose counts change from call to call does, runs what the model chose.
   const bool algorithm_side = (block < 0 ? block == -2 : (block + 1) / 2 % 2 == 0) != challenger;
+  // A timed block that does not follow the job's barriers starts from one
+  // of the trial's own, on every rank alike: a call that returns before
+  // the others are done (a small broadcast's root) lets the ranks drift
+  // several calls apart, which the block's untimed first call alone would
+  // leave to the next block, of either side.
+  if (block >= 0 && position == 0 && condition != 2) PMPI_Barrier(h.parent);
   double seconds = 0;
   *ran = timed(algorithm_side ? &a : opponent, c, h, &seconds);
   g_calls.fetch_add(1, std::memory_order_relaxed);
