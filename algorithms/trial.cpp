@@ -40,6 +40,7 @@ struct Trial {
   TrialKey key;
   int calls = 0;        // calls of this key so far, on every rank alike
   int block_calls = 0;  // calls per block (block_calls_for)
+  int untimed = 1;      // of them, the first ones, not timed (untimed_calls_for)
   int warm_calls = 0;   // untimed calls of each side before the first block (warm_calls_for)
   int lead_calls = 0;   // untimed calls of the first side before those (lead_calls_for)
   int pairs = 0;        // block pairs the trial runs (blocks of each side)
@@ -52,6 +53,9 @@ struct Trial {
   std::vector<double> mine_calls, library_calls;
 };
 
+// Timed calls a block of t's.
+double timed_calls(const Trial& t) { return t.block_calls - t.untimed; }
+
 // Calls run in blocks of this many on one side; the first call of a block
 // is not timed. A call's own time on a rank includes waiting for ranks the
 // previous call left behind (a broadcast's root returns at once; the next
@@ -60,7 +64,8 @@ struct Trial {
 // falls on a call of the same side, and the block's first call absorbs the
 // lag of the block before. Above kFullTrialBytes a call, blocks of two: the
 // lag is a small part of such a call, and every call of a slower side costs
-// the job as much as hundreds of small ones.
+// the job as much as hundreds of small ones; one more untimed call before
+// them where the root does not rotate (untimed_calls_for).
 constexpr int kBlock = 4;
 constexpr int kLargeBlock = 2;
 // The library takes the shape back only where it led by more than this:
@@ -281,7 +286,7 @@ double lower_quartile(std::vector<double> v) {
 // in the next), so a block is the sample.
 bool not_behind_on_the_mean(const Trial& t, const Hierarchy& h, double tie, double mean[2] = nullptr) {
   const bool calls = t.key.condition == 2 && !t.mine_calls.empty() && !t.library_calls.empty();
-  const double per_block = t.block_calls - 1;
+  const double per_block = timed_calls(t);
   double sums[2] = {calls ? lower_quartile(t.mine_calls) * per_block : lower_quartile(t.mine),
                     calls ? lower_quartile(t.library_calls) * per_block : lower_quartile(t.library)};
   if (PMPI_Allreduce(MPI_IN_PLACE, sums, 2, MPI_DOUBLE, MPI_SUM, h.parent) != MPI_SUCCESS) return false;
@@ -319,7 +324,7 @@ constexpr double kDecisive = 1.5;
 // `factor`, and on the first calls since a barrier gains
 // after_barrier_min_gain a call.
 bool leads_by(const Trial& t, double mine, double opponent, double factor) {
-  const double per_call = 1.0 / (t.block_calls - 1);
+  const double per_call = 1.0 / timed_calls(t);
   return mine * factor < opponent && (t.key.condition != 2 || (opponent - mine) * per_call >= after_barrier_min_gain);
 }
 
@@ -334,7 +339,7 @@ int64_t bytes_of(const Call& c) { return bytes_of(c.type, c.count); }
 // Notes t's end: both sides' medians of their blocks (seconds a block), and
 // whether the algorithm serves the shape after it.
 void record(const Trial& t, const Call& c, double mine, double opponent, bool taken) {
-  const double per_call = 1.0 / (t.block_calls - 1);
+  const double per_call = 1.0 / timed_calls(t);
   std::lock_guard<std::mutex> guard(g_records_lock);
   if (g_records.size() >= kMaxRecords) g_records.erase(g_records.begin());
   g_records.push_back({.collective = c.collective,
@@ -418,7 +423,7 @@ bool lost_beside(const TrialBook& book, const TrialKey& key, int64_t* beside, do
 // Each block's time a call on the slowest rank, both sides in the order they ran (VENEER_LOG=debug).
 void log_blocks(const Trial& t, const Call& c, const Hierarchy& h, const std::vector<double>& mine,
                 const std::vector<double>& library) {
-  const double per_call = 1e6 / (t.block_calls - 1);
+  const double per_call = 1e6 / timed_calls(t);
   std::string text;
   char one[32];
   for (size_t i = 0; i < mine.size(); ++i) {
@@ -438,7 +443,7 @@ Verdict settle(const Trial& t, const Call& c, const Hierarchy& h, double* lead) 
   const size_t n = mine.size();
   const double slowest[2] = {median(mine), median(library)};
   const size_t wins = pairs_won(mine, library);
-  const double per_call = 1.0 / (t.block_calls - 1);
+  const double per_call = 1.0 / timed_calls(t);
   const bool challenger = is_challenger(t.key.role);
   *lead = slowest[0] > 0 ? slowest[1] / slowest[0] : 0;
   if (h.rank == 0 && config().log_level >= LogLevel::debug) log_blocks(t, c, h, mine, library);
@@ -508,6 +513,21 @@ Verdict settle(const Trial& t, const Call& c, const Hierarchy& h, double* lead) 
 // Roots a block of a rotating root's calls covers (below).
 constexpr int kRootsABlockCovers = 8;
 
+// Calls at the start of a block that are not timed: one, and above
+// kFullTrialBytes a call two, where the root does not move on every call
+// (a rotating root's block is whole turns of it after one call). The first
+// large calls of a side after the other side's run slow, the second too:
+// under MPICH on 6 ranks over 2 cores, bruck's 512 KiB allgather after a
+// barrier read 790-870 us a call in the blocks that followed one of the
+// library's and 440-480 us in those that followed one of its own (the
+// model check's batches: 444 us), and its trial of 1 MiB calls returned it
+// to the library, which it led 1.8x in the batches; two_level's 512 KiB
+// reduce read 940-1,090 against 590-670 us the same way, and the
+// library's own blocks 1.1-1.2x slower after the other side's.
+int untimed_calls_for(const Call& c, uint8_t condition, int ranks) {
+  return bytes_of(c) > kFullTrialBytes && (condition != 1 || ranks > kRootsABlockCovers) ? 2 : 1;
+}
+
 // Calls a block of this trial runs. Where the root moved (condition 1),
 // the timed calls are a whole number of turns of the root over the ranks
 // (up to kRootsABlockCovers ranks): each rank's block then holds a call
@@ -522,7 +542,7 @@ constexpr int kRootsABlockCovers = 8;
 // checks each).
 int block_calls_for(const Call& c, uint8_t condition, int ranks) {
   const int block = bytes_of(c) > kFullTrialBytes ? kLargeBlock : kBlock;
-  if (condition != 1 || ranks > kRootsABlockCovers) return block;
+  if (condition != 1 || ranks > kRootsABlockCovers) return untimed_calls_for(c, condition, ranks) - 1 + block;
   const int turns = (block - 1 + ranks - 1) / ranks;
   return 1 + turns * ranks;
 }
@@ -622,7 +642,7 @@ Verdict stop_early(const Trial& t, const Call& c, const Hierarchy& h, double* le
     g_taken.fetch_add(1, std::memory_order_relaxed);
     record(t, c, median(mine), median(library), true);
     if (h.rank == 0 && config().log_level >= LogLevel::info) {
-      const double per_call = 1e6 / (t.block_calls - 1);
+      const double per_call = 1e6 / timed_calls(t);
       log(LogLevel::info,
           "trial: %s of %lld bytes on %d ranks%s: %s %.2f us, %s %.2f us per call, won all of the first %zu "
           "block pairs of %zu (each block's slowest rank): challenger taken",
@@ -663,7 +683,7 @@ Verdict trial_run(const Algorithm& a, const Call& c, const Hierarchy& h, uint8_t
   auto find = [&] {
     return std::find_if(book.trials.begin(), book.trials.end(), [&](const Trial& t) { return t.key == key; });
   };
-  int call = 0, block_calls = kBlock, pairs = 0;
+  int call = 0, block_calls = kBlock, pairs = 0, untimed = 1;
   int untimed_lead = 0, warm = 0;  // untimed calls: the lead of the first side, then `warm` of each side
   {
     std::lock_guard<std::mutex> guard(book.lock);
@@ -692,6 +712,7 @@ Verdict trial_run(const Algorithm& a, const Call& c, const Hierarchy& h, uint8_t
         return Verdict::drop;
       }
       it->block_calls = block_calls_for(c, condition, h.size);
+      it->untimed = untimed_calls_for(c, condition, h.size);
       it->warm_calls = warm_calls_for(c);
       it->lead_calls = lead_calls_for(c, condition, follows);
       it->pairs = blocks_for(c, role);
@@ -700,6 +721,7 @@ Verdict trial_run(const Algorithm& a, const Call& c, const Hierarchy& h, uint8_t
     if (it->verdict != Verdict::trying) return it->verdict;
     call = it->calls++;
     block_calls = it->block_calls;
+    untimed = it->untimed;
     warm = it->warm_calls;
     untimed_lead = it->lead_calls;
     pairs = it->pairs;
@@ -741,7 +763,7 @@ Verdict trial_run(const Algorithm& a, const Call& c, const Hierarchy& h, uint8_t
     std::lock_guard<std::mutex> guard(book.lock);
     auto it = find();
     if (it == book.trials.end()) return Verdict::trying;
-    if (position > 0) {
+    if (position >= untimed) {
       it->block += seconds + barrier;
       if (condition == 2) (algorithm_side ? it->mine_calls : it->library_calls).push_back(seconds);
     }

@@ -3,12 +3,13 @@
 // Trials: a choice the model made for a collective (one of Veneer's
 // algorithms where the library was allowed) is confirmed on the
 // application's own calls before it is kept. The first calls of each
-// distinct shape on a communicator run in blocks of four (two above 64 KiB
-// a call, after an untimed block of each side to warm both; where the
-// root moves on every call, on up to 8 ranks, whole turns of the root over
-// the ranks after the first call), the
+// distinct shape on a communicator run in blocks of four (three above 64
+// KiB a call, after an untimed block of two calls of each side to warm
+// both; where the root moves on every call, on up to 8 ranks, whole turns
+// of the root over the ranks after the first call), the
 // algorithm's and the library's alternating, each timed on
-// every rank over all but its first call (a call that is the first since
+// every rank over all but its first call (above 64 KiB, its first two;
+// a call that is the first since
 // a barrier with the barrier before it, which waits for what the call
 // before it left behind); after VENEER_TRIAL calls of each
 // side (rounded up to whole blocks of four; fewer above 64 KiB a call, down

@@ -1677,13 +1677,13 @@ TEST_F(ChallengerChain, AChallengerThatLeadsTheOneTakenTakesTheShape) {
 }
 
 // Calls above 64 KiB (256 KiB here) on a rank count the profile did not
-// time: an untimed block of two calls of each side, then timed blocks of
-// two calls, two of each side. A challenger that lost the first timed pair
-// (its calls made to look a second slower) cannot win both, so its trial
-// ends there, after four calls of each side, and the library serves the
-// shape. One that won the first pair (the library's calls made to look
-// slower) runs its second block and takes the shape after six calls of
-// each side. One that won both pairs by less than 1.5x but more than 10%
+// time: an untimed block of two calls of each side, then blocks of three
+// calls (the first two untimed), two of each side. A challenger that lost
+// the first timed pair (its calls made to look a second slower) cannot win
+// both, so its trial ends there, after five calls of each side, and the
+// library serves the shape. One that won the first pair (the library's
+// calls made to look slower) runs its second block and takes the shape
+// after eight calls of each side. One that won both pairs by less than 1.5x but more than 10%
 // runs two pairs more and is judged on four; one that won them by less
 // than 10% does not. Every result is the library's, every rank alike.
 TEST_F(ProfileLoading, ALargeCallsChallengerThatCannotWinStopsEarly) {
@@ -1717,24 +1717,24 @@ TEST_F(ProfileLoading, ALargeCallsChallengerThatCannotWinStopsEarly) {
   };
 
   // Slower: the warm-up and one timed block of each side, then the library.
-  first_calls(two_level, 8);
-  EXPECT_EQ(calls("library"), 4u);
-  EXPECT_EQ(calls("two_level"), 4u);
+  first_calls(two_level, 10);
+  EXPECT_EQ(calls("library"), 5u);
+  EXPECT_EQ(calls("two_level"), 5u);
   EXPECT_EQ(alg::trial_counts().not_taken, 1u);
   EXPECT_EQ(alg::trial_counts().taken, 0u);
-  for (int round = 8; round < 14; ++round) allreduce(comm, round);
-  EXPECT_EQ(calls("two_level"), 4u);
-  EXPECT_EQ(calls("library"), 10u);
+  for (int round = 10; round < 16; ++round) allreduce(comm, round);
+  EXPECT_EQ(calls("two_level"), 5u);
+  EXPECT_EQ(calls("library"), 11u);
   EXPECT_TRUE(same_everywhere(calls("two_level"), comm)) << "every rank runs the same side";
   PMPI_Comm_free(&comm);
 
-  // Faster: six calls of each side, then two_level.
-  first_calls(nullptr, 12);
-  EXPECT_EQ(calls("library"), 6u);
-  EXPECT_EQ(calls("two_level"), 6u);
+  // Faster: eight calls of each side, then two_level.
+  first_calls(nullptr, 16);
+  EXPECT_EQ(calls("library"), 8u);
+  EXPECT_EQ(calls("two_level"), 8u);
   EXPECT_EQ(alg::trial_counts().taken, 1u);
-  for (int round = 12; round < 18; ++round) allreduce(comm, round);
-  EXPECT_EQ(calls("two_level"), 12u);
+  for (int round = 16; round < 22; ++round) allreduce(comm, round);
+  EXPECT_EQ(calls("two_level"), 14u);
   EXPECT_TRUE(same_everywhere(calls("two_level"), comm)) << "every rank runs the same side";
   PMPI_Comm_free(&comm);
 
@@ -1749,13 +1749,13 @@ TEST_F(ProfileLoading, ALargeCallsChallengerThatCannotWinStopsEarly) {
     alg::no_handicaps_for_testing();
   };
   // Faster by 1.25x, too little to take the shape on two pairs: two more
-  // pairs (ten calls of each side), then two_level.
-  handicapped_calls(1.25, 1.0, 20);
-  EXPECT_EQ(calls("library"), 10u);
-  EXPECT_EQ(calls("two_level"), 10u);
-  EXPECT_EQ(alg::trial_counts().taken, 1u);
-  for (int round = 20; round < 24; ++round) allreduce(comm, round);
+  // pairs (fourteen calls of each side), then two_level.
+  handicapped_calls(1.25, 1.0, 28);
+  EXPECT_EQ(calls("library"), 14u);
   EXPECT_EQ(calls("two_level"), 14u);
+  EXPECT_EQ(alg::trial_counts().taken, 1u);
+  for (int round = 28; round < 32; ++round) allreduce(comm, round);
+  EXPECT_EQ(calls("two_level"), 18u);
   EXPECT_TRUE(same_everywhere(calls("two_level"), comm)) << "every rank runs the same side";
   PMPI_Comm_free(&comm);
 
@@ -1765,7 +1765,7 @@ TEST_F(ProfileLoading, ALargeCallsChallengerThatCannotWinStopsEarly) {
   comm = seen_duplicate();
   alg::reset_collectives_counts();
   alg::reset_trial_counts();
-  for (int round = 0; round < 12; ++round) {
+  for (int round = 0; round < 16; ++round) {
     if (round == 0) alg::handicap_for_testing(two_level, 1.0);
     if (round == 4) {
       alg::handicap_for_testing(two_level, 0);
@@ -1774,41 +1774,41 @@ TEST_F(ProfileLoading, ALargeCallsChallengerThatCannotWinStopsEarly) {
     allreduce(comm, round);
   }
   alg::no_handicaps_for_testing();
-  EXPECT_EQ(calls("library"), 6u);
-  EXPECT_EQ(calls("two_level"), 6u);
+  EXPECT_EQ(calls("library"), 8u);
+  EXPECT_EQ(calls("two_level"), 8u);
   EXPECT_EQ(alg::trial_counts().taken, 1u);
   PMPI_Comm_free(&comm);
 
   // Ahead of the library's median by 5.8x, but on one slow block of the
   // library's: its timed calls made to look 10 s in its first block
-  // (calls 4-5: blocks run library, two_level, two_level, library after the
+  // (calls 4-6: blocks run library, two_level, two_level, library after the
   // warm-up) and 1 s in its second, two_level's 0.95 s. Its median leads
   // the library's fastest block by less than 1.10x: not taken.
   comm = seen_duplicate();
   alg::reset_collectives_counts();
   alg::reset_trial_counts();
   alg::handicap_for_testing(two_level, 0.95);
-  for (int round = 0; round < 12; ++round) {
-    alg::handicap_for_testing(nullptr, round == 4 || round == 5 ? 10.0 : 1.0);
+  for (int round = 0; round < 16; ++round) {
+    alg::handicap_for_testing(nullptr, round >= 4 && round <= 6 ? 10.0 : 1.0);
     allreduce(comm, round);
   }
   alg::no_handicaps_for_testing();
-  EXPECT_EQ(calls("library"), 6u);
-  EXPECT_EQ(calls("two_level"), 6u);
+  EXPECT_EQ(calls("library"), 8u);
+  EXPECT_EQ(calls("two_level"), 8u);
   EXPECT_EQ(alg::trial_counts().not_taken, 1u);
   EXPECT_EQ(alg::trial_counts().taken, 0u);
-  for (int round = 12; round < 14; ++round) allreduce(comm, round);
-  EXPECT_EQ(calls("library"), 8u);
+  for (int round = 16; round < 18; ++round) allreduce(comm, round);
+  EXPECT_EQ(calls("library"), 10u);
   EXPECT_TRUE(same_everywhere(calls("library"), comm)) << "every rank runs the same side";
   PMPI_Comm_free(&comm);
 
   // Faster by 1.05x, within the margin: no more pairs, the library.
-  handicapped_calls(1.05, 1.0, 12);
-  EXPECT_EQ(calls("library"), 6u);
-  EXPECT_EQ(calls("two_level"), 6u);
-  EXPECT_EQ(alg::trial_counts().not_taken, 1u);
-  for (int round = 12; round < 14; ++round) allreduce(comm, round);
+  handicapped_calls(1.05, 1.0, 16);
   EXPECT_EQ(calls("library"), 8u);
+  EXPECT_EQ(calls("two_level"), 8u);
+  EXPECT_EQ(alg::trial_counts().not_taken, 1u);
+  for (int round = 16; round < 18; ++round) allreduce(comm, round);
+  EXPECT_EQ(calls("library"), 10u);
   EXPECT_TRUE(same_everywhere(calls("library"), comm)) << "every rank runs the same side";
   PMPI_Comm_free(&comm);
   set_trial("0");
@@ -1819,7 +1819,8 @@ TEST_F(ProfileLoading, ALargeCallsChallengerThatCannotWinStopsEarly) {
 // is tried whatever its lead, with VENEER_TRIAL unset as with 32
 // (trial.h, kFullTrialBytes), on four timed pairs against the library,
 // not two (trial.cpp, blocks_for): an untimed block of two calls of each
-// side, then four blocks of two calls of each, ten calls a side. The
+// side, then four blocks of three calls of each (the first two of a block
+// untimed), fourteen calls a side. The
 // library's calls made to look a second slower, two_level serves the shape
 // from then on; two_level's made so, the library does. Calls of 5,600 B,
 // where the profile puts two_level as far ahead, are not tried unless
@@ -1841,15 +1842,15 @@ TEST_F(ProfileLoading, ALargeCallsModelChoiceIsTriedOnFourPairs) {
       alg::reset_collectives_counts();
       alg::reset_trial_counts();
       alg::handicap_for_testing(library_slower ? nullptr : two_level, 1.0);
-      for (int round = 0; round < 20; ++round) large_allreduce_matches_library(comm, round);
+      for (int round = 0; round < 28; ++round) large_allreduce_matches_library(comm, round);
       alg::no_handicaps_for_testing();
-      EXPECT_EQ(calls("library"), 10u);
-      EXPECT_EQ(calls("two_level"), 10u);
+      EXPECT_EQ(calls("library"), 14u);
+      EXPECT_EQ(calls("two_level"), 14u);
       EXPECT_EQ(alg::trial_counts().kept, library_slower ? 1u : 0u);
       EXPECT_EQ(alg::trial_counts().dropped, library_slower ? 0u : 1u);
-      for (int round = 20; round < 24; ++round) large_allreduce_matches_library(comm, round);
+      for (int round = 28; round < 32; ++round) large_allreduce_matches_library(comm, round);
       const uint64_t after = calls("two_level");
-      EXPECT_EQ(after, library_slower ? 14u : 10u);
+      EXPECT_EQ(after, library_slower ? 18u : 14u);
       EXPECT_TRUE(same_on_every_rank(after, comm)) << "every rank runs the same side";
       PMPI_Comm_free(&comm);
     }
