@@ -512,6 +512,8 @@ Verdict settle(const Trial& t, const Call& c, const Hierarchy& h, double* lead) 
 
 // Roots a block of a rotating root's calls covers (below).
 constexpr int kRootsABlockCovers = 8;
+// Whether a block of this pattern is whole turns of a rotating root (block_calls_for).
+bool in_turns(uint8_t condition, int ranks) { return condition == 1 && ranks <= kRootsABlockCovers; }
 
 // Calls at the start of a block that are not timed: one, and above
 // kFullTrialBytes a call two, where the root does not move on every call
@@ -525,7 +527,7 @@ constexpr int kRootsABlockCovers = 8;
 // reduce read 940-1,090 against 590-670 us the same way, and the
 // library's own blocks 1.1-1.2x slower after the other side's.
 int untimed_calls_for(const Call& c, uint8_t condition, int ranks) {
-  return bytes_of(c) > kFullTrialBytes && (condition != 1 || ranks > kRootsABlockCovers) ? 2 : 1;
+  return bytes_of(c) > kFullTrialBytes && !in_turns(condition, ranks) ? 2 : 1;
 }
 
 // Calls a block of this trial runs. Where the root moved (condition 1),
@@ -541,8 +543,8 @@ int untimed_calls_for(const Call& c, uint8_t condition, int ranks) {
 // reduces from a rotating root, 16 B-1 MiB, 2-4 ranks, both MPIs, three
 // checks each).
 int block_calls_for(const Call& c, uint8_t condition, int ranks) {
-  const int block = bytes_of(c) > kFullTrialBytes ? kLargeBlock : kBlock;
-  if (condition != 1 || ranks > kRootsABlockCovers) return untimed_calls_for(c, condition, ranks) - 1 + block;
+  const int block = bytes_of(c) > kFullTrialBytes ? kLargeBlock : kBlock;  // one untimed call, then timed ones
+  if (!in_turns(condition, ranks)) return block + untimed_calls_for(c, condition, ranks) - 1;
   const int turns = (block - 1 + ranks - 1) / ranks;
   return 1 + turns * ranks;
 }
