@@ -155,19 +155,28 @@ OverRankCounts agreed_over_rank_counts(std::span<const Algorithm* const> candida
 }
 
 // The candidate fastest at s's size and pattern on one rank count the
-// profile timed (`ser`), or null where none was measured there.
+// profile timed (`ser`), `other` left out, or null where none was measured there.
 const Algorithm* fastest_on(const MeasuredSeries& ser, std::span<const Algorithm* const> candidates, const Shape& s,
-                            const Rule* rule) {
+                            const Rule* rule, const Algorithm* other = nullptr) {
   const Algorithm* fastest = nullptr;
   double seconds = std::numeric_limits<double>::infinity();
   for (const Algorithm* a : candidates) {
-    if (!allows(rule, a->name) || !offered(*a, s)) continue;
+    if (a == other || !allows(rule, a->name) || !offered(*a, s)) continue;
     const Prediction p = predict_measured(ser, candidate_index(a), s.bytes, s.moving_root, s.after_barrier);
     if (!p.known() || p.source == Source::extrapolated || p.seconds >= seconds) continue;
     fastest = a;
     seconds = p.seconds;
   }
   return fastest;
+}
+
+// Whether s's calls are above kFullTrialBytes (a rank's block where the
+// shape counts every rank's: allgather, alltoall, reduce_scatter_block),
+// as a trial counts a call's bytes (trial.cpp).
+bool large_per_call(const Shape& s) {
+  const bool per_rank = s.collective == Collective::allgather || s.collective == Collective::alltoall ||
+                        s.collective == Collective::reduce_scatter_block;
+  return (per_rank && s.ranks > 0 ? s.bytes / s.ranks : s.bytes) > kFullTrialBytes;
 }
 
 // Up to two challengers for s: the candidates fastest at s's size and
@@ -177,7 +186,14 @@ const Algorithm* fastest_on(const MeasuredSeries& ser, std::span<const Algorithm
 // count's leader is often ahead of the next by its noise alone (MPICH's
 // small allreduce at 4 ranks: rabenseifner and two_level within 4% of each
 // other), and a count of another parity leads with another algorithm
-// (Open MPI: recursive_doubling at 4 ranks, two_level at 3).
+// (Open MPI: recursive_doubling at 4 ranks, two_level at 3). Above
+// kFullTrialBytes a call, where every count has one leader, the second is
+// the runner-up of the nearest count: a large call's order in the profile
+// changes from one launch to the next (offer_challenger), and a lone
+// challenger that loses its trial leaves every later call to the library
+// (MPICH's 1 MiB reduce from a rotating root on 6 ranks, a 4-rank profile:
+// the model check's forced binomial 1.2x behind reduce_scatter_gather in
+// one launch, 1.9x ahead of it in another).
 std::array<const Algorithm*, 2> leaders_on_timed_counts(std::span<const Algorithm* const> candidates, const Shape& s,
                                                         const Rule* rule, const CostModel& m) {
   // Counts in order of nearness: distance, then the larger count first
@@ -187,6 +203,7 @@ std::array<const Algorithm*, 2> leaders_on_timed_counts(std::span<const Algorith
   };
   std::array<const Algorithm*, 2> out{};
   long long after = std::numeric_limits<long long>::min();
+  const MeasuredSeries* nearest = nullptr;
   for (;;) {
     const MeasuredSeries* next = nullptr;
     for (const MeasuredSeries& ser : m.measured->series) {
@@ -202,7 +219,9 @@ std::array<const Algorithm*, 2> leaders_on_timed_counts(std::span<const Algorith
       break;
     }
     out[0] = a;
+    nearest = next;
   }
+  if (out[0] && !out[1] && large_per_call(s)) out[1] = fastest_on(*nearest, candidates, s, rule, out[0]);
   return out;
 }
 
@@ -217,15 +236,6 @@ bool untimed(const Shape& s, const CostModel& m, const MeasuredSeries* series) {
 // Calls up to this many bytes on a rank count the profile did not time
 // try a third challenger whatever the formulas say of it (offer_challenger).
 constexpr int64_t kEveryWayTriedBytes = int64_t{8} << 10;
-
-// Whether s's calls are above kFullTrialBytes (a rank's block where the
-// shape counts every rank's: allgather, alltoall, reduce_scatter_block),
-// as a trial counts a call's bytes (trial.cpp).
-bool large_per_call(const Shape& s) {
-  const bool per_rank = s.collective == Collective::allgather || s.collective == Collective::alltoall ||
-                        s.collective == Collective::reduce_scatter_block;
-  return (per_rank && s.ranks > 0 ? s.bytes / s.ranks : s.bytes) > kFullTrialBytes;
-}
 
 // The slowest of a's times at s's size over every condition the profile
 // timed it in: the fixed-root ones (back to back, the heap in either state,
@@ -285,11 +295,18 @@ void offer_challenger(Choice& c, std::span<const Algorithm* const> candidates, c
   // 512 KiB allgather from the library at 2.3 ms against 6.2, and bruck,
   // next, predicted 4x slower than two_level there, ran 6 ms a call in its
   // trial; binomial took the 512 KiB broadcast from a moving root where
-  // two_level, predicted 2.8x faster, ran 2x faster still.
+  // two_level, predicted 2.8x faster, ran 2x faster still. Above
+  // kFullTrialBytes a call, any lead the formulas give the next will do:
+  // there the first taken holds every later call of the job, and a trial
+  // the next cannot win stops after its first pair. MPICH's 1 MiB reduce
+  // first since a barrier on 6 ranks (a 4-rank profile): two_level
+  // predicted 5% ahead of reduce_scatter_gather, which took the calls from
+  // the library at 1.2x and ran 1.66x behind two_level in the model check.
   if (c.challenger && c.next_challenger) {
     const Prediction first = predict(s, c.challenger, m, nullptr);
     const Prediction next = predict(s, c.next_challenger, m, nullptr);
-    c.next_against_first = next.known() && (!first.known() || next.seconds * 1.10 < first.seconds);
+    const double lead = large_per_call(s) ? 1.0 : 1.10;
+    c.next_against_first = next.known() && (!first.known() || next.seconds * lead < first.seconds);
   }
   // The leaders of other counts are not always the ones that lead on this
   // one: on the 2-host cluster at 6 ranks (a profile of 2 x 2), the
@@ -664,20 +681,26 @@ std::string explain(const Shape& s, const Tuning& t, const CostModel& m) {
            ")\n";
   };
   out += thin_challengers(c, "");
-  if (c.untimed && (c.challenger || c.decision == Decision::model))
-    out +=
-        "not timed on this rank count: unless VENEER_TRIAL=0, the job's first calls try " +
-        name_of(c.challenger ? c.challenger : c.algorithm) + " against the library (" +
-        (c.challenger ? "taken only if it leads by more than 10%" : "kept unless the library leads by more than 10%") +
-        (!c.next_challenger     ? std::string()
-         : c.next_against_first ? "; then " + name_of(c.next_challenger) +
-                                      ", against the library where it was not taken and against it where it was"
-                                : "; where it does not, then " + name_of(c.next_challenger)) +
-        (c.third_challenger ? "; last " + name_of(c.third_challenger) +
-                                  (c.third_challenger == c.best ? ", the formulas' best" : ", the formulas' next") +
-                                  ", against the library or the one taken"
-                            : std::string()) +
-        ")\n";
+  // The challengers tried on a rank count the profile did not time (offer_challenger), for c or a variant of it.
+  auto untimed_challengers = [](const Choice& k, const char* indent) {
+    if (!k.untimed || !(k.challenger || k.decision == Decision::model)) return std::string();
+    return indent +
+           ("not timed on this rank count: unless VENEER_TRIAL=0, the job's first calls try " +
+            name_of(k.challenger ? k.challenger : k.algorithm)) +
+           " against the library (" +
+           (k.challenger ? "taken only if it leads by more than 10%"
+                         : "kept unless the library leads by more than 10%") +
+           (!k.next_challenger     ? std::string()
+            : k.next_against_first ? "; then " + name_of(k.next_challenger) +
+                                         ", against the library where it was not taken and against it where it was"
+                                   : "; where it does not, then " + name_of(k.next_challenger)) +
+           (k.third_challenger ? "; last " + name_of(k.third_challenger) +
+                                     (k.third_challenger == k.best ? ", the formulas' best" : ", the formulas' next") +
+                                     ", against the library or the one taken"
+                               : std::string()) +
+           ")\n";
+  };
+  out += untimed_challengers(c, "");
   const bool large = large_per_call(s);
   const bool tried_large =
       c.decision == Decision::model && c.algorithm && !c.thin_lead && !c.untimed && large && !s.moving_root;
@@ -698,7 +721,7 @@ std::string explain(const Shape& s, const Tuning& t, const CostModel& m) {
     moved.moving_root = true;
     const Choice mc = decide(algorithms_for(s.collective), moved, t, m);
     out += "root moved since the previous call: " + name_of(mc.algorithm) + " (" + reason(mc, moved) + ")\n" +
-           thin_challengers(mc, "  ");
+           thin_challengers(mc, "  ") + untimed_challengers(mc, "  ");
   }
   // So is the first call since a barrier on the communicator.
   if (!s.moving_root && !s.after_barrier) {
@@ -706,7 +729,7 @@ std::string explain(const Shape& s, const Tuning& t, const CostModel& m) {
     fresh.after_barrier = true;
     const Choice fc = decide(algorithms_for(s.collective), fresh, t, m);
     out += "first call since a barrier: " + name_of(fc.algorithm) + " (" + reason(fc, fresh) + ")\n" +
-           thin_challengers(fc, "  ");
+           thin_challengers(fc, "  ") + untimed_challengers(fc, "  ");
   }
   return out;
 }

@@ -817,10 +817,10 @@ struct TwoLeads {
   int ranks;
   double binomial, scatter_allgather;
 };
-topo::Profile bcast_two_leads(std::initializer_list<TwoLeads> counts) {
+topo::Profile bcast_two_leads(std::initializer_list<TwoLeads> counts, int64_t smallest = 1024) {
   topo::Profile p = two_level_wins();
   for (const TwoLeads& c : counts)
-    for (int64_t bytes : {int64_t{1024}, int64_t{4096}, int64_t{16384}}) {
+    for (int64_t bytes : {smallest, smallest * 4, smallest * 16}) {
       const double t = 10e-6 * static_cast<double>(bytes) / 1024;
       p.collectives.push_back(point("bcast", bytes,
                                     {{"library", t, 0.02},
@@ -871,6 +871,35 @@ TEST(Model, ARankCountNotTimedOffersTheLeaderOfAFartherCountNext) {
   // Every timed count led by the same one: no second challenger.
   const alg::CostModel split = alg::cost_model_from_profile(bcast_ladder({{2, 1.6}, {3, 0.8}, {4, 2.0}}));
   EXPECT_EQ(alg::choose(bcast_on(6), defaults(), split).next_challenger, nullptr);
+}
+
+// Above 64 KiB a call, where every timed count has one leader, the
+// runner-up of the nearest count is queued behind it; and the next is
+// tried against a challenger taken wherever the formulas give it any lead.
+TEST(Model, ALargeCallOnARankCountNotTimedQueuesTheNearestRunnerUp) {
+  // binomial leads every count (the library on 3: no agreement),
+  // scatter_allgather second on 4.
+  const auto leads = {TwoLeads{2, 1.6, 1.2}, TwoLeads{3, 0.8, 0.7}, TwoLeads{4, 2.0, 1.5}};
+  const alg::Choice large =
+      alg::choose(bcast_on(6, 1 << 20), defaults(), alg::cost_model_from_profile(bcast_two_leads(leads, 256 << 10)));
+  EXPECT_EQ(name(large), "library");
+  ASSERT_NE(large.challenger, nullptr);
+  ASSERT_NE(large.next_challenger, nullptr);
+  EXPECT_EQ(large.challenger->name, "binomial");
+  EXPECT_EQ(large.next_challenger->name, "scatter_allgather");
+  // The same leads at 4 KiB: no second.
+  const alg::Choice small = alg::choose(bcast_on(6), defaults(), alg::cost_model_from_profile(bcast_two_leads(leads)));
+  ASSERT_NE(small.challenger, nullptr);
+  EXPECT_EQ(small.next_challenger, nullptr);
+  // Two leaders (binomial on 4 ranks, scatter_allgather on 3): at 1 MiB the
+  // next is chained exactly where the formulas put it ahead of the first.
+  const alg::CostModel two =
+      alg::cost_model_from_profile(bcast_two_leads({{2, 0.8, 0.7}, {3, 0.9, 1.3}, {4, 2.0, 1.2}}, 256 << 10));
+  const alg::Choice c = alg::choose(bcast_on(6, 1 << 20), defaults(), two);
+  ASSERT_NE(c.challenger, nullptr);
+  ASSERT_NE(c.next_challenger, nullptr);
+  EXPECT_EQ(c.next_against_first, alg::predict(bcast_on(6, 1 << 20), c.next_challenger, two, nullptr).seconds <
+                                      alg::predict(bcast_on(6, 1 << 20), c.challenger, two, nullptr).seconds);
 }
 
 // Two hosts: binomial led the bcast on 2 x 2 ranks, scatter_allgather on 2 x 1.
