@@ -136,8 +136,8 @@ Remembered decide(const Call& c, MPI_Comm comm, std::optional<bool> commutative 
     // job's own calls is tried first (trial.h, neighbours_winner).
     bool first_asked = false;
     if (triable_call && !choice.algorithm && choice.decision == Decision::library_kept &&
-        try_first(choice, neighbours_winner(c, *h, condition, &first_asked), shape) && first_asked && h->rank == 0 &&
-        config().log_level >= LogLevel::info)
+        try_first(choice, neighbours_winner(c, *h, condition, &first_asked), shape, *m) && first_asked &&
+        h->rank == 0 && config().log_level >= LogLevel::info)
       log(LogLevel::info, "%s%s: %s, which won beside it on this communicator, is tried first against the library",
           describe(shape).c_str(), pattern, std::string(choice.challenger->name).c_str());
     if (config().log_level >= LogLevel::debug)

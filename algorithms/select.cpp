@@ -526,7 +526,7 @@ Choice choose(const Shape& s, const Tuning& t, const CostModel& m) {
   return choose_among(algorithms_for(s.collective), s, t, m);
 }
 
-bool try_first(Choice& c, const Algorithm* a, const Shape& s) {
+bool try_first(Choice& c, const Algorithm* a, const Shape& s, const CostModel& m) {
   if (!a || c.algorithm || c.decision != Decision::library_kept || !allows(c.rule, "library") || c.challenger == a ||
       !allows(c.rule, a->name) || !offered(*a, s))
     return false;
@@ -542,7 +542,18 @@ bool try_first(Choice& c, const Algorithm* a, const Shape& s) {
       queue[n++] = x;
   c.challenger = queue[0];
   c.next_challenger = queue[1];
-  c.next_against_first = false;  // the first challenger named, where `a` was not taken
+  // The first challenger named, where `a` was not taken; above
+  // kFullTrialBytes a call, also against `a` where it was, where the
+  // formulas give the challenger any lead over it (offer_challenger): under
+  // Open MPI on 6 ranks (a profile of 2-4), two_level took the 256-512 KiB
+  // allreduce after a barrier from the library on its win beside them, and
+  // lanes, untried, ran 1.13-1.34x ahead of it in the model check.
+  c.next_against_first = false;
+  if (c.next_challenger && large_per_call(s)) {
+    const Prediction first = predict(s, a, m, nullptr);
+    const Prediction next = predict(s, c.next_challenger, m, nullptr);
+    c.next_against_first = next.known() && (!first.known() || next.seconds < first.seconds);
+  }
   c.third_challenger = queue[2];
   return true;
 }

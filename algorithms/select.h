@@ -118,11 +118,12 @@ struct Choice {
 Choice choose(const Shape& s, const Tuning& t, const CostModel& m);
 // Where c kept the library (as the model's choice, the library allowed),
 // `a` is tried first against it, before the challengers c names (which
-// follow it in their order: the first where `a` is not taken, the next
-// ones against the one taken): true. False, c unchanged, where c chose an
-// algorithm, `a` is already its first challenger, or the rule in force or
-// the shape does not allow `a`.
-bool try_first(Choice& c, const Algorithm* a, const Shape& s);
+// follow it in their order: the first where `a` is not taken, and above
+// 64 KiB a call also where it is and m gives the first a shorter time; the
+// next ones against the one taken): true. False, c unchanged, where c chose
+// an algorithm, `a` is already its first challenger, or the rule in force
+// or the shape does not allow `a`.
+bool try_first(Choice& c, const Algorithm* a, const Shape& s, const CostModel& m);
 // The same over a given list of candidates for s.collective (choose() gives
 // the registry's, algorithms_for()): as many as there are.
 Choice choose_among(std::span<const Algorithm* const> candidates, const Shape& s, const Tuning& t, const CostModel& m);

@@ -972,7 +972,7 @@ TEST(Model, WhatWonBesideIsTriedFirst) {
   const alg::Tuning only_binomial = rules(alg::Collective::bcast, "0-inf:library,binomial");
   alg::Choice c = alg::choose(six, t, m);
   ASSERT_EQ(c.third_challenger, two_level);
-  ASSERT_TRUE(alg::try_first(c, scatter_allgather, six));
+  ASSERT_TRUE(alg::try_first(c, scatter_allgather, six, m));
   EXPECT_EQ(c.challenger, scatter_allgather);
   EXPECT_EQ(c.next_challenger, binomial);
   EXPECT_EQ(c.third_challenger, two_level);
@@ -981,24 +981,52 @@ TEST(Model, WhatWonBesideIsTriedFirst) {
   // One not named before the two named: it first, then those two.
   c = alg::choose(six, t, m);
   c.third_challenger = nullptr;
-  ASSERT_TRUE(alg::try_first(c, two_level, six));
+  ASSERT_TRUE(alg::try_first(c, two_level, six, m));
   EXPECT_EQ(c.challenger, two_level);
   EXPECT_EQ(c.next_challenger, binomial);
   EXPECT_EQ(c.third_challenger, scatter_allgather);
   // Already first, or none: unchanged.
   c = alg::choose(six, t, m);
-  EXPECT_FALSE(alg::try_first(c, binomial, six));
-  EXPECT_FALSE(alg::try_first(c, nullptr, six));
+  EXPECT_FALSE(alg::try_first(c, binomial, six, m));
+  EXPECT_FALSE(alg::try_first(c, nullptr, six, m));
   EXPECT_EQ(c.challenger, binomial);
   // A rule that does not allow it: unchanged.
   c = alg::choose(six, only_binomial, m);
-  EXPECT_FALSE(alg::try_first(c, two_level, six));
+  EXPECT_FALSE(alg::try_first(c, two_level, six, m));
   // The model chose an algorithm: unchanged.
   c = alg::choose(six, t, m);
   c.algorithm = binomial;
   c.decision = alg::Decision::model;
-  EXPECT_FALSE(alg::try_first(c, two_level, six));
+  EXPECT_FALSE(alg::try_first(c, two_level, six, m));
   EXPECT_EQ(c.challenger, binomial);
+}
+
+// Above 64 KiB a call, the first challenger named is tried after the one
+// tried first also where that one is taken, where the formulas give it
+// the shorter time.
+TEST(Model, WhatWonBesideALargeCallIsFollowedByAFasterNamedOne) {
+  // scatter_allgather leads on 3 and 4 ranks (the library on 2): named
+  // first; binomial, which won beside, tried before it.
+  const auto leads = {TwoLeads{2, 0.8, 0.7}, TwoLeads{3, 0.9, 1.3}, TwoLeads{4, 1.2, 2.0}};
+  const alg::CostModel m = alg::cost_model_from_profile(bcast_two_leads(leads, 256 << 10));
+  const alg::Algorithm* binomial = alg::find_algorithm(alg::Collective::bcast, "binomial");
+  const alg::Algorithm* scatter_allgather = alg::find_algorithm(alg::Collective::bcast, "scatter_allgather");
+  const alg::Shape large = bcast_on(6, 1 << 20);
+  alg::Choice c = alg::choose(large, defaults(), m);
+  ASSERT_EQ(name(c), "library");
+  ASSERT_EQ(c.challenger, scatter_allgather);
+  ASSERT_TRUE(alg::try_first(c, binomial, large, m));
+  EXPECT_EQ(c.challenger, binomial);
+  EXPECT_EQ(c.next_challenger, scatter_allgather);
+  ASSERT_LT(alg::predict(large, scatter_allgather, m, nullptr).seconds,
+            alg::predict(large, binomial, m, nullptr).seconds);
+  EXPECT_TRUE(c.next_against_first);
+  // The same leads at 4 KiB: only where the one tried first was not taken.
+  const alg::CostModel small = alg::cost_model_from_profile(bcast_two_leads(leads));
+  c = alg::choose(bcast_on(6), defaults(), small);
+  ASSERT_EQ(c.challenger, scatter_allgather);
+  ASSERT_TRUE(alg::try_first(c, binomial, bcast_on(6), small));
+  EXPECT_FALSE(c.next_against_first);
 }
 
 // node_aware measured twice as fast as the library at 1 KiB and at
