@@ -309,14 +309,14 @@ bool not_behind_on_the_mean(const Trial& t, const Hierarchy& h, double tie, doub
     const std::vector<double>& mine = calls ? t.mine_calls : t.mine;
     const std::vector<double>& theirs = calls ? t.library_calls : t.library;
     const double us = (calls ? 1.0 : 1.0 / per_block) * 1e6;
-    auto mean = [](const std::vector<double>& v) {
+    auto average = [](const std::vector<double>& v) {
       return v.empty() ? 0.0 : std::accumulate(v.begin(), v.end(), 0.0) / static_cast<double>(v.size());
     };
     log(LogLevel::debug,
         "trial: %s/%s, this rank's %s, us a call: lower quartile %.2f/%.2f, median %.2f/%.2f, mean %.2f/%.2f",
         std::string(t.key.algorithm->name).c_str(), opponent_name(t).c_str(), calls ? "calls" : "blocks",
-        lower_quartile(mine) * us, lower_quartile(theirs) * us, median(mine) * us, median(theirs) * us, mean(mine) * us,
-        mean(theirs) * us);
+        lower_quartile(mine) * us, lower_quartile(theirs) * us, median(mine) * us, median(theirs) * us,
+        average(mine) * us, average(theirs) * us);
   }
   if (PMPI_Allreduce(MPI_IN_PLACE, sums, 2, MPI_DOUBLE, MPI_SUM, h.parent) != MPI_SUCCESS) return false;
   if (mean) {
