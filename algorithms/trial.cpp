@@ -260,18 +260,21 @@ double lower_quartile(std::vector<double> v) {
   return v[at];
 }
 
-// A rank's typical sample on one side of a trial: its lower quartile
-// where it holds kQuartileSamples or more, else its median. A lower
-// quartile of four (a large call's trial: four timed calls a side) is
-// the smallest, which sides with whichever spreads its calls the more:
-// under Open MPI on 4 ranks, lanes' 1 MiB allreduce after a barrier read
-// 1,179-1,214 us a call at the ranks' medians (1,194-1,208 mean), the
-// library's 1,082-1,440 (1,144-1,398); summed over the ranks the
+// A rank's typical sample on one side of trial t: its median where t's
+// calls are above kFullTrialBytes (a large call's trial: two to four
+// timed calls a side), else its lower quartile. The lower quartile of
+// four is the smallest, which sides with whichever spreads its calls the
+// more: under Open MPI on 4 ranks, lanes' 1 MiB allreduce after a barrier
+// read 1,179-1,214 us a call at the ranks' medians (1,194-1,208 mean),
+// the library's 1,082-1,440 (1,144-1,398); summed over the ranks the
 // library's smallest calls led lanes' by 4.6%, its medians trailed by
-// 6.8%, and lanes, 1.20-1.30x ahead in the model check, went back to
-// the library.
-constexpr size_t kQuartileSamples = 8;
-double typical(const std::vector<double>& v) { return v.size() >= kQuartileSamples ? lower_quartile(v) : median(v); }
+// 6.8%, and lanes, 1.20-1.30x ahead in the model check, went back to the
+// library. Smaller calls keep the quartile at every look, half way
+// included, where a rank's stretch of stalled calls is what it is for
+// (below).
+double typical(const Trial& t, const std::vector<double>& v) {
+  return t.warm_calls > 0 ? median(v) : lower_quartile(v);
+}
 
 // Whether the algorithm is not behind its opponent on the ranks' mean of
 // their unhindered calls: each rank's typical one (typical()) of its timed calls of
@@ -302,8 +305,8 @@ std::string opponent_name(const Trial& t);
 bool not_behind_on_the_mean(const Trial& t, const Hierarchy& h, double tie, double mean[2] = nullptr) {
   const bool calls = t.key.condition == 2 && !t.mine_calls.empty() && !t.library_calls.empty();
   const double per_block = timed_calls(t);
-  double sums[2] = {calls ? typical(t.mine_calls) * per_block : typical(t.mine),
-                    calls ? typical(t.library_calls) * per_block : typical(t.library)};
+  double sums[2] = {calls ? typical(t, t.mine_calls) * per_block : typical(t, t.mine),
+                    calls ? typical(t, t.library_calls) * per_block : typical(t, t.library)};
   if (config().log_level >= LogLevel::debug) {
     // Every rank's own figures, a call each, so that a verdict on the mean can be traced rank by rank.
     const std::vector<double>& mine = calls ? t.mine_calls : t.mine;
