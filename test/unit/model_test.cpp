@@ -879,23 +879,24 @@ TEST(Model, ARankCountNotTimedOffersTheLeaderOfAFartherCountNext) {
 TEST(Model, ALargeCallOnARankCountNotTimedQueuesTheNearestRunnerUp) {
   // binomial leads every count (the library on 3: no agreement),
   // scatter_allgather second on 4.
+  const alg::Tuning t = defaults();  // a choice points to the rule in force: the rules outlive it
   const auto leads = {TwoLeads{2, 1.6, 1.2}, TwoLeads{3, 0.8, 0.7}, TwoLeads{4, 2.0, 1.5}};
   const alg::Choice large =
-      alg::choose(bcast_on(6, 1 << 20), defaults(), alg::cost_model_from_profile(bcast_two_leads(leads, 256 << 10)));
+      alg::choose(bcast_on(6, 1 << 20), t, alg::cost_model_from_profile(bcast_two_leads(leads, 256 << 10)));
   EXPECT_EQ(name(large), "library");
   ASSERT_NE(large.challenger, nullptr);
   ASSERT_NE(large.next_challenger, nullptr);
   EXPECT_EQ(large.challenger->name, "binomial");
   EXPECT_EQ(large.next_challenger->name, "scatter_allgather");
   // The same leads at 4 KiB: no second.
-  const alg::Choice small = alg::choose(bcast_on(6), defaults(), alg::cost_model_from_profile(bcast_two_leads(leads)));
+  const alg::Choice small = alg::choose(bcast_on(6), t, alg::cost_model_from_profile(bcast_two_leads(leads)));
   ASSERT_NE(small.challenger, nullptr);
   EXPECT_EQ(small.next_challenger, nullptr);
   // Two leaders (binomial on 4 ranks, scatter_allgather on 3): at 1 MiB the
   // next is chained exactly where the formulas put it ahead of the first.
   const alg::CostModel two =
       alg::cost_model_from_profile(bcast_two_leads({{2, 0.8, 0.7}, {3, 0.9, 1.3}, {4, 2.0, 1.2}}, 256 << 10));
-  const alg::Choice c = alg::choose(bcast_on(6, 1 << 20), defaults(), two);
+  const alg::Choice c = alg::choose(bcast_on(6, 1 << 20), t, two);
   ASSERT_NE(c.challenger, nullptr);
   ASSERT_NE(c.next_challenger, nullptr);
   EXPECT_EQ(c.next_against_first, alg::predict(bcast_on(6, 1 << 20), c.next_challenger, two, nullptr).seconds <
@@ -1012,7 +1013,8 @@ TEST(Model, WhatWonBesideALargeCallIsFollowedByAFasterNamedOne) {
   const alg::Algorithm* binomial = alg::find_algorithm(alg::Collective::bcast, "binomial");
   const alg::Algorithm* scatter_allgather = alg::find_algorithm(alg::Collective::bcast, "scatter_allgather");
   const alg::Shape large = bcast_on(6, 1 << 20);
-  alg::Choice c = alg::choose(large, defaults(), m);
+  const alg::Tuning t = defaults();  // a choice points to the rule in force: the rules outlive it
+  alg::Choice c = alg::choose(large, t, m);
   ASSERT_EQ(name(c), "library");
   ASSERT_EQ(c.challenger, scatter_allgather);
   ASSERT_TRUE(alg::try_first(c, binomial, large, m));
@@ -1023,7 +1025,7 @@ TEST(Model, WhatWonBesideALargeCallIsFollowedByAFasterNamedOne) {
   EXPECT_TRUE(c.next_against_first);
   // The same leads at 4 KiB: only where the one tried first was not taken.
   const alg::CostModel small = alg::cost_model_from_profile(bcast_two_leads(leads));
-  c = alg::choose(bcast_on(6), defaults(), small);
+  c = alg::choose(bcast_on(6), t, small);
   ASSERT_EQ(c.challenger, scatter_allgather);
   ASSERT_TRUE(alg::try_first(c, binomial, bcast_on(6), small));
   EXPECT_FALSE(c.next_against_first);
