@@ -179,6 +179,15 @@ bool large_per_call(const Shape& s) {
   return (per_rank && s.ranks > 0 ? s.bytes / s.ranks : s.bytes) > kFullTrialBytes;
 }
 
+// Whether the formulas give `next` a time more than `factor` times
+// shorter than `first`'s at s (any time where first's is unknown): whether
+// a challenger is tried after `first` also where `first` took the shape.
+bool predicted_ahead(const Shape& s, const Algorithm* next, const Algorithm* first, const CostModel& m, double factor) {
+  const Prediction a = predict(s, first, m, nullptr);
+  const Prediction b = predict(s, next, m, nullptr);
+  return b.known() && (!a.known() || b.seconds * factor < a.seconds);
+}
+
 // Up to two challengers for s: the candidates fastest at s's size and
 // pattern on the rank counts the profile timed for the collective on s's
 // node count, nearest count first (the larger of two as near), the second
@@ -302,12 +311,8 @@ void offer_challenger(Choice& c, std::span<const Algorithm* const> candidates, c
   // first since a barrier on 6 ranks (a 4-rank profile): two_level
   // predicted 5% ahead of reduce_scatter_gather, which took the calls from
   // the library at 1.2x and ran 1.66x behind two_level in the model check.
-  if (c.challenger && c.next_challenger) {
-    const Prediction first = predict(s, c.challenger, m, nullptr);
-    const Prediction next = predict(s, c.next_challenger, m, nullptr);
-    const double lead = large_per_call(s) ? 1.0 : 1.10;
-    c.next_against_first = next.known() && (!first.known() || next.seconds * lead < first.seconds);
-  }
+  if (c.challenger && c.next_challenger)
+    c.next_against_first = predicted_ahead(s, c.next_challenger, c.challenger, m, large_per_call(s) ? 1.0 : 1.10);
   // The leaders of other counts are not always the ones that lead on this
   // one: on the 2-host cluster at 6 ranks (a profile of 2 x 2), the
   // formulas' best led the library by 1.2-2.6x where neither leader did
@@ -548,12 +553,7 @@ bool try_first(Choice& c, const Algorithm* a, const Shape& s, const CostModel& m
   // Open MPI on 6 ranks (a profile of 2-4), two_level took the 256-512 KiB
   // allreduce after a barrier from the library on its win beside them, and
   // lanes, untried, ran 1.13-1.34x ahead of it in the model check.
-  c.next_against_first = false;
-  if (c.next_challenger && large_per_call(s)) {
-    const Prediction first = predict(s, a, m, nullptr);
-    const Prediction next = predict(s, c.next_challenger, m, nullptr);
-    c.next_against_first = next.known() && (!first.known() || next.seconds < first.seconds);
-  }
+  c.next_against_first = c.next_challenger && large_per_call(s) && predicted_ahead(s, c.next_challenger, a, m, 1.0);
   c.third_challenger = queue[2];
   return true;
 }

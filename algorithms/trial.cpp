@@ -260,6 +260,11 @@ double lower_quartile(std::vector<double> v) {
   return v[at];
 }
 
+// "library", or the name of the challenger taken before this one.
+std::string opponent_name(const Trial& t) {
+  return t.key.opponent ? std::string(t.key.opponent->name) : std::string("library");
+}
+
 // A rank's typical sample on one side of trial t: its median where t's
 // calls are above kFullTrialBytes (a large call's trial: two to four
 // timed calls a side), else its lower quartile. The lower quartile of
@@ -301,7 +306,6 @@ double typical(const Trial& t, const std::vector<double>& v) {
 // Calls between barriers are each other's independent samples; elsewhere
 // a call's time rests on the one before (a root that returned early waits
 // in the next), so a block is the sample.
-std::string opponent_name(const Trial& t);
 bool not_behind_on_the_mean(const Trial& t, const Hierarchy& h, double tie, double mean[2] = nullptr) {
   const bool calls = t.key.condition == 2 && !t.mine_calls.empty() && !t.library_calls.empty();
   const double per_block = timed_calls(t);
@@ -398,11 +402,6 @@ constexpr int kExtendedPairs = 4;
 bool earns_more_pairs(const Trial& t, size_t n, size_t wins, const double slowest[2]) {
   return is_challenger(t.key.role) && n == static_cast<size_t>(t.pairs) && t.pairs < kExtendedPairs && wins == n &&
          leads_by(t, slowest[0], slowest[1], kOverturn) && !leads_by(t, slowest[0], slowest[1], kDecisive);
-}
-
-// "library", or the name of the challenger taken before this one.
-std::string opponent_name(const Trial& t) {
-  return t.key.opponent ? std::string(t.key.opponent->name) : std::string("library");
 }
 
 // Whether a trial of `key` would repeat a loss measured beside it: on this
