@@ -158,7 +158,8 @@ struct TrialCounts {
   uint64_t taken = 0;
   uint64_t not_taken = 0;
   uint64_t spared = 0;
-  uint64_t calls = 0;  // calls run in trials (either side, untimed ones too)
+  uint64_t calls = 0;     // calls run in trials (either side, untimed ones too)
+  uint64_t barriers = 0;  // barriers of the trials' own before their blocks
 };
 TrialCounts trial_counts();
 void reset_trial_counts();
