@@ -607,10 +607,26 @@ int block_calls_for(const Call& c, uint8_t condition, int ranks) {
 // after each call, 200 untimed calls first up to 8 KiB), the next trial
 // of a chain ran into the timed calls, and 30-34 of 90 shapes read below
 // 0.97 of the library under Open MPI on 4 ranks, against 17-23 without.
+// Six trials' calls (192 at the default VENEER_TRIAL), not two: under MPICH
+// the calls of Veneer's algorithms between barriers run 2-5x slower for a
+// few hundred calls after the library's (recursive_doubling's 128 B
+// allreduce on 4 ranks read 150-300 us a call on rank 0 in its trial after
+// 64 of its own, the library's 40 us, and 59 us against 69 in the model
+// check's batches; two_level's read 0.36-0.57 of the library's in trials
+// and 0.84-1.04 in the batches). MPICH, 4 ranks, allreduce of 16 B-8 KiB
+// after a barrier (20 shapes), three checks each: within 1.10x 41 of 60
+// with 64 lead calls, 49 with 192 (51 with 192 and three times the trial's
+// blocks, 41 with those blocks and 64); the whole check at 4 / 6 ranks,
+// 48 -> 54 and 48 -> 51 of 56 (Open MPI 52 -> 54, 56 -> 55); OSU's loop on
+// 4 ranks (two launches each), MPICH's allreduce of 8 B-8 KiB 1.28 -> 1.54
+// of the library (geometric mean), all 90 shapes 1.053-1.061 ->
+// 1.055-1.096, Open MPI's 1.001-1.009 -> 1.000-1.027 with 36-38 shapes
+// below 0.97 against 25-26 (the first trials of a chain end 128 calls
+// later: within OSU's 200 untimed calls still, the second not).
 // Elsewhere a block's first untimed call is warm-up enough, and a trial of
 // small calls costs its job little more than its blocks.
 int warm_calls_for(const Call& c) { return bytes_of(c) > kFullTrialBytes ? kLargeBlock : 0; }
-constexpr int kBarrierWarmTrials = 2;
+constexpr int kBarrierWarmTrials = 6;
 int lead_calls_for(const Call& c, uint8_t condition, bool follows) {
   if (bytes_of(c) > kFullTrialBytes || condition != 2 || follows) return 0;
   return kBarrierWarmTrials * std::max(1, config().trial_calls);

@@ -783,7 +783,7 @@ TEST_F(ProfileLoading, TheFirstCallAfterABarrierGetsTheWinnerBetweenBarriers) {
 // note_barrier_seconds): what a side leaves the next barrier to wait for
 // is its cost. The profile above (ring 2.7x ahead of the library between
 // barriers), every choice tried (VENEER_TRIAL=8: two blocks of four a
-// side, after sixteen untimed calls of ring's); the library's calls made to
+// side, after 48 untimed calls of ring's); the library's calls made to
 // look half a second slower; before each allgather a barrier, which the
 // test makes out to have waited a second after each call of one side. Waiting after ring's calls, the
 // library leads and serves the calls after barriers from then on (by its
@@ -805,7 +805,7 @@ TEST_F(ProfileLoading, ABarrierAfterATrialsCallIsChargedToItsSide) {
     alg::no_handicaps_for_testing();
     alg::handicap_for_testing(nullptr, 0.5);
     bool ring_ran = false;
-    for (int k = 0; k < 48; ++k) {
+    for (int k = 0; k < 80; ++k) {
       ASSERT_EQ(MPI_Barrier(comm), MPI_SUCCESS);
       if (k > 0 && ring_ran == after_ring) alg::note_barrier_seconds(comm, 1.0);
       const uint64_t before = ring_calls();
@@ -826,11 +826,11 @@ TEST_F(ProfileLoading, ABarrierAfterATrialsCallIsChargedToItsSide) {
 }
 
 // A trial of calls that are each the first since a barrier (64 KiB or
-// less) times none of its warm-up calls: twice its timed calls of each
+// less) times none of its warm-up calls: six times its timed calls of each
 // side, all of the model's choice (algorithms/trial.cpp, lead_calls_for).
-// The profile above, VENEER_TRIAL=8 (sixteen untimed calls of ring's,
+// The profile above, VENEER_TRIAL=8 (48 untimed calls of ring's,
 // then two blocks of four of each side); the library's calls made to look half a second
-// slower; the barriers before ring's sixteen warm-up calls made out to have
+// slower; the barriers before ring's 48 warm-up calls made out to have
 // waited a second each. Timed, they would return ring to the library; ring
 // is kept, and serves the calls after barriers from then on. Every rank
 // receives every rank's block.
@@ -848,11 +848,11 @@ TEST_F(ProfileLoading, AFirstSinceABarrierTrialTimesNoneOfItsWarmUpCalls) {
   alg::no_handicaps_for_testing();
   alg::handicap_for_testing(nullptr, 0.5);
   const uint64_t first = ring_calls();
-  for (int k = 0; k < 48; ++k) {
+  for (int k = 0; k < 80; ++k) {
     ASSERT_EQ(MPI_Barrier(comm), MPI_SUCCESS);
-    if (k < 16) alg::note_barrier_seconds(comm, 1.0);
+    if (k < 48) alg::note_barrier_seconds(comm, 1.0);
     allgather(comm);
-    if (k == 15) EXPECT_EQ(ring_calls() - first, 16u) << "the model's choice warms up first";
+    if (k == 47) EXPECT_EQ(ring_calls() - first, 48u) << "the model's choice warms up first";
   }
   alg::no_handicaps_for_testing();
   const alg::TrialCounts ended = alg::trial_counts();
@@ -870,7 +870,7 @@ TEST_F(ProfileLoading, AFirstSinceABarrierTrialTimesNoneOfItsWarmUpCalls) {
 // follow it in its queue start timing at once (trial.cpp, warm_calls_for).
 // The profile above with bruck timed between barriers too, between ring
 // and the library (ring's fallback); VENEER_TRIAL=8. Ring's calls made to
-// look a second slower: after its warm-up (sixteen calls of ring's) and
+// look a second slower: after its warm-up (48 calls of ring's) and
 // two blocks of each, ring is returned to the library; bruck, tried next
 // against the library (whose calls are then made to look half a second
 // slower), takes the shape within the sixteen calls of its trial, with
@@ -897,9 +897,9 @@ TEST_F(ProfileLoading, ATrialAfterAnotherAfterBarriersIsNotWarmedAgain) {
     allgathers_after_barriers(comm, 1, &round);
     ++calls;
   }
-  EXPECT_EQ(calls, 32) << "sixteen untimed calls of ring's, then two blocks of four of each side";
+  EXPECT_EQ(calls, 64) << "48 untimed calls of ring's, then two blocks of four of each side";
   EXPECT_EQ(alg::trial_counts().dropped, 1u);
-  EXPECT_EQ(alg::trial_counts().calls, 32u) << "every call of the trial counted";
+  EXPECT_EQ(alg::trial_counts().calls, 64u) << "every call of the trial counted";
   alg::no_handicaps_for_testing();
   alg::handicap_for_testing(nullptr, 0.5);
   calls = 0;
@@ -910,10 +910,10 @@ TEST_F(ProfileLoading, ATrialAfterAnotherAfterBarriersIsNotWarmedAgain) {
   alg::no_handicaps_for_testing();
   EXPECT_LE(calls, 16) << "the fallback's trial timed from its first block";
   EXPECT_EQ(alg::trial_counts().taken, 1u);
-  EXPECT_EQ(alg::trial_counts().calls, 32u + static_cast<uint64_t>(calls));
+  EXPECT_EQ(alg::trial_counts().calls, 64u + static_cast<uint64_t>(calls));
   const uint64_t before = calls_of(alg::Collective::allgather, "bruck");
   allgathers_after_barriers(comm, 4, &round);
-  EXPECT_EQ(alg::trial_counts().calls, 32u + static_cast<uint64_t>(calls)) << "none once it ended";
+  EXPECT_EQ(alg::trial_counts().calls, 64u + static_cast<uint64_t>(calls)) << "none once it ended";
   EXPECT_EQ(calls_of(alg::Collective::allgather, "bruck") - before, 4u);
   EXPECT_TRUE(same_on_every_rank(calls_of(alg::Collective::allgather, "bruck"), comm))
       << "every rank runs the same side";
