@@ -799,7 +799,7 @@ Verdict trial_run(const Algorithm& a, const Call& c, const Hierarchy& h, uint8_t
   // over 2 cores, broadcasts and reduces of 128 B-64 KiB from a rotating
   // root (three to seven model checks a count, alternated): trials that
   // pointed the other way from the check's batches by more than 10%,
-  // 47 of 529 with the barrier and 36 of 518 without; rows beyond 1.25x of
+  // 47 of 529 with the barrier and 32 of 529 without; rows beyond 1.25x of
   // the fastest, 19 and 11 of 408. Under Open MPI, 14 of 329 and 14 of 332;
   // 1 and 1 of 216.
   if (block >= 0 && position == 0 && condition != 2 && !in_turns(condition, h.size)) {
