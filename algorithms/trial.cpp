@@ -621,8 +621,8 @@ int block_calls_for(const Call& c, uint8_t condition, int ranks) {
 // 4 ranks (two launches each), MPICH's allreduce of 8 B-8 KiB 1.28 -> 1.54
 // of the library (geometric mean), all 90 shapes 1.053-1.061 ->
 // 1.055-1.096, Open MPI's 1.001-1.009 -> 1.000-1.027 with 36-38 shapes
-// below 0.97 against 25-26 (the first trials of a chain end 128 calls
-// later: within OSU's 200 untimed calls still, the second not).
+// below 0.97 against 25-26 (a chain's first trial ends 128 calls later,
+// after 224-256 calls: its blocks now run past OSU's 200 untimed calls).
 // Elsewhere a block's first untimed call is warm-up enough, and a trial of
 // small calls costs its job little more than its blocks.
 int warm_calls_for(const Call& c) { return bytes_of(c) > kFullTrialBytes ? kLargeBlock : 0; }
