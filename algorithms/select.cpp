@@ -259,6 +259,19 @@ double worst_timed(const Shape& s, const Algorithm* a, const CostModel& m) {
   return std::max(fixed.seconds, moved.seconds);
 }
 
+// Whether s's rank count is the largest the profile timed for s's
+// collective on s's node count: the calibration's own job, every rank in
+// each call (a smaller count is timed on a sub-communicator while the
+// other ranks wait; a calibration of 4 ranks put the library 1.2x ahead of
+// binomial for Open MPI's 16 B reduce after a barrier on 3 of them, and
+// binomial ran 5x faster in a job of 3 ranks).
+bool calibrated_job(const Shape& s, const CostModel& m) {
+  int most = 0;
+  for (const MeasuredSeries& ser : m.measured->series)
+    if (ser.collective == s.collective && ser.nodes == s.nodes) most = std::max(most, ser.ranks);
+  return most == s.ranks;
+}
+
 // Where the model kept the library on such a shape, the challengers to try
 // against it: the leaders of the timed counts, nearest first, else the
 // model's best.
@@ -283,7 +296,26 @@ void offer_challenger(Choice& c, std::span<const Algorithm* const> candidates, c
     // way (1.5-1.9 ms), reduce_scatter_gather took the rotating root's calls
     // by 1.10x and ran 1.96-2.11x behind binomial, and lost its trial after
     // a barrier, where binomial then led by 1.6-2.3x.
+    //
+    // Not for calls of kFullTrialBytes or less that are each the first since
+    // a barrier, on the calibration's own job (the largest count it timed,
+    // every rank in the calls; a smaller one was timed on a
+    // sub-communicator while the other ranks waited, and may not be the
+    // job's pattern, below): the profile timed the library ahead in that very pattern,
+    // and a trial there costs the job its lead of untimed calls and blocks
+    // in which every call waits out the job's barrier, each through the
+    // trial's own path. On 4 ranks over 2 cores, the profile's own count,
+    // such challengers were taken in 0-1 of 57-58 small challenger trials a
+    // model check under Open MPI and 4-8 of 44-50 under MPICH (5 of those 17
+    // ahead of the library by more than 10% in the check's batches, 6
+    // behind it); in OSU's timing loop, 2 and 1 of 57. Without them there
+    // (all patterns, two launches each, alternated): OSU's shapes below
+    // 0.97 of the library 35, 35 -> 27, 30 under Open MPI (geometric mean
+    // 1.008, 0.998 -> 1.017, 1.003), 38, 37 -> 35, 33 under MPICH; the
+    // model check at 4 ranks 106 -> 110 of 112 within 1.10x (Open MPI),
+    // 103 -> 102 (MPICH).
     if (m.measured && c.best && c.best_seconds > 0 && c.library_seconds > 0 &&
+        (large_per_call(s) || !s.after_barrier || s.moving_root || !calibrated_job(s, m)) &&
         c.best_seconds < kThinLead * c.library_seconds) {
       c.challenger = c.best;
       c.thin_lead = true;

@@ -760,6 +760,30 @@ TEST(Model, ARankCountNotTimedKeepsTheLibraryWithoutAgreement) {
   EXPECT_NE(alg::choose(nodes, defaults(), m).source, Source::other_ranks);
 }
 
+// On the calibration's own job (the largest count it timed), a thin lead
+// of the library's for a call of 64 KiB or less that is the first since a
+// barrier is not challenged: the profile timed the library ahead in that
+// very pattern. Back to back, and on a smaller count of the ladder (timed
+// on a sub-communicator while the other ranks waited), it still is.
+TEST(Model, AThinLeadAfterABarrierOnTheCalibratedJobIsNotChallenged) {
+  const alg::CostModel thin = alg::cost_model_from_profile(bcast_ladder({{2, 1.6}, {3, 0.8}, {4, 0.8}}));
+  alg::Shape four = bcast_on(4);
+  const alg::Choice back_to_back = alg::choose(four, defaults(), thin);
+  EXPECT_EQ(name(back_to_back), "library");
+  ASSERT_NE(back_to_back.challenger, nullptr);
+  EXPECT_TRUE(back_to_back.thin_lead);
+  four.after_barrier = true;
+  const alg::Choice after = alg::choose(four, defaults(), thin);
+  EXPECT_EQ(name(after), "library");
+  EXPECT_EQ(after.challenger, nullptr);
+  EXPECT_EQ(after.next_challenger, nullptr);
+  alg::Shape three = bcast_on(3);
+  three.after_barrier = true;
+  const alg::Choice smaller = alg::choose(three, defaults(), thin);
+  ASSERT_NE(smaller.challenger, nullptr);
+  EXPECT_EQ(smaller.challenger->name, "binomial");
+}
+
 // Where the library is kept thinly, the first challenger taken, however
 // thinly, leaves the second untried: above 64 KiB a call (a trial of few
 // calls), the one whose slowest time over the conditions timed is the
