@@ -308,12 +308,16 @@ void offer_challenger(Choice& c, std::span<const Algorithm* const> candidates, c
     // such challengers were taken in 0-1 of 57-58 small challenger trials a
     // model check under Open MPI and 4-8 of 44-50 under MPICH (5 of those 17
     // ahead of the library by more than 10% in the check's batches, 6
-    // behind it); in OSU's timing loop, 2 and 1 of 57. Without them there
-    // (all patterns, two launches each, alternated): OSU's shapes below
-    // 0.97 of the library 35, 35 -> 27, 30 under Open MPI (geometric mean
-    // 1.008, 0.998 -> 1.017, 1.003), 38, 37 -> 35, 33 under MPICH; the
-    // model check at 4 ranks 106 -> 110 of 112 within 1.10x (Open MPI),
-    // 103 -> 102 (MPICH).
+    // behind it); in OSU's timing loop, 2 and 1 of 57. Without them (two
+    // launches each, alternated): OSU's shapes below 0.97 of the library
+    // 35, 34 -> 32, 26 under Open MPI (geometric mean 1.011, 0.992 ->
+    // 1.026, 1.005), 33, 43 -> 35, 30 under MPICH (1.059, 1.054 -> 1.071,
+    // 1.065); the model check at 4 ranks 51 -> 53 of 56 within 1.10x
+    // (Open MPI), 53 -> 49 (MPICH; the 8 KiB reduce binomial took, now
+    // 1.13x behind it). Without them in every pattern: 70 -> 57 and
+    // 75 -> 68 shapes below 0.97 in two launches, the check 106 -> 110 and
+    // 103 -> 102 of 112 (docs/results.md, "What the trials cost in OSU's
+    // loop").
     if (m.measured && c.best && c.best_seconds > 0 && c.library_seconds > 0 &&
         (large_per_call(s) || !s.after_barrier || s.moving_root || !calibrated_job(s, m)) &&
         c.best_seconds < kThinLead * c.library_seconds) {
