@@ -52,7 +52,7 @@ struct Choice {
   bool rule_from_user = false;
   bool from_measurements = false;    // the ranking used the profile's measured points
   double margin = 0;                 // the formulas' margin (formula_margin), when they decided
-  bool lost_at_a_neighbour = false;  // interpolated win, but behind at a measured size on either side
+  bool lost_at_a_neighbour = false;  // interpolated win, not ahead beyond the spreads at a measured size on either side
   int behind_left_out = 0;           // measured candidates left out as slower than the library in a condition
   bool best_behind = false;          // every candidate left out so; `best` is the fastest of them
   bool within_barrier_skew = false;  // after a barrier, ahead by less than after_barrier_min_gain

@@ -528,8 +528,9 @@ TEST(Model, TheLibraryKeepsCallsWithinTheSpread) {
 // Curves that cross between two measured sizes: two_level wins at 512 KiB
 // but is behind at 128 KiB, yet interpolation puts it ahead at 256 KiB; the
 // library keeps the call there, and two_level keeps the sizes between points
-// where it was ahead on both sides, or tied on one and won the other.
-TEST(Model, BetweenPointsTheWinnerMustNotBeBehindOnEitherSide) {
+// where it was ahead beyond the spreads on both sides; a tie on one side and
+// a win on the other leaves the size between to the library.
+TEST(Model, BetweenPointsTheWinnerMustLeadOnBothSides) {
   topo::Profile p;
   p.fingerprint = here();
   p.collectives.push_back(point("allreduce", 128 << 10, {{"library", 100e-6, 0.02}, {"two_level", 101e-6, 0.02}}));
@@ -548,16 +549,26 @@ TEST(Model, BetweenPointsTheWinnerMustNotBeBehindOnEitherSide) {
   EXPECT_EQ(name(won_both), "two_level") << alg::reason(won_both, one_node(1 << 20));
   EXPECT_EQ(won_both.source, Source::interpolated);
   EXPECT_EQ(name(at(512 << 10)), "two_level");  // measured: no neighbours asked
-  // Ahead within the spread at 2 KiB, well ahead at 8 KiB: taken at 4 KiB.
+  // Ahead within the spread at 2 KiB, well ahead at 8 KiB: the library at 4 KiB.
   topo::Profile tie;
   tie.fingerprint = here();
   tie.collectives.push_back(point("allreduce", 2048, {{"library", 9.9e-6, 0.05}, {"two_level", 9.5e-6, 0.05}}));
   tie.collectives.push_back(point("allreduce", 8192, {{"library", 32.8e-6, 0.03}, {"two_level", 20.1e-6, 0.02}}));
   const alg::CostModel tm = alg::cost_model_from_profile(tie);
   auto between = alg::choose(one_node(4096), t, tm);
-  EXPECT_EQ(name(between), "two_level") << alg::reason(between, one_node(4096));
-  EXPECT_FALSE(between.lost_at_a_neighbour);
+  EXPECT_EQ(name(between), "library") << alg::reason(between, one_node(4096));
+  EXPECT_TRUE(between.lost_at_a_neighbour);
+  EXPECT_LT(between.best_seconds, between.library_seconds);
   EXPECT_EQ(name(alg::choose(one_node(2048), t, tm)), "library");  // measured: within the spreads
+  EXPECT_EQ(name(alg::choose(one_node(8192), t, tm)), "two_level");
+  // Ahead beyond the spreads on both sides: taken between.
+  topo::Profile lead;
+  lead.fingerprint = here();
+  lead.collectives.push_back(point("allreduce", 2048, {{"library", 9.9e-6, 0.03}, {"two_level", 8.0e-6, 0.03}}));
+  lead.collectives.push_back(point("allreduce", 8192, {{"library", 32.8e-6, 0.03}, {"two_level", 20.1e-6, 0.02}}));
+  auto led = alg::choose(one_node(4096), t, alg::cost_model_from_profile(lead));
+  EXPECT_EQ(name(led), "two_level") << alg::reason(led, one_node(4096));
+  EXPECT_FALSE(led.lost_at_a_neighbour);
 }
 
 TEST(Model, LibraryFastestMeansLibrary) {
