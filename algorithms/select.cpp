@@ -640,9 +640,8 @@ std::string reason(const Choice& c, const Shape& s) {
       if (c.lost_at_a_neighbour)
         return "measured times under " + rule + ": " + name_of(c.best) + " interpolated at " +
                seconds_text(c.best_seconds) + " against the library's " + seconds_text(c.library_seconds) +
-               ", but not ahead of the library beyond the spreads at a measured size on either side (the curves "
-               "cross " +
-               "or touch): library";
+               ", but not ahead of the library beyond the spreads at a measured size on either side " +
+               "(the curves cross or touch): library";
       if (c.within_barrier_skew)
         return "measured times under " + rule + ": best, " + name_of(c.best) + " at " + seconds_text(c.best_seconds) +
                " against the library's " + seconds_text(c.library_seconds) +
