@@ -211,6 +211,7 @@ Remembered decide(const Call& c, MPI_Comm comm, std::optional<bool> commutative 
     out.varies |= Remembered::first_since_barrier;
     out.after_barrier = *k;
     note_trial(out, 2);
+    h->barriers_noted.store(true, std::memory_order_relaxed);
     g_barriers_matter.store(true, std::memory_order_relaxed);
   }
   if (out.algorithm || out.varies) out.hierarchy = h;
@@ -353,7 +354,9 @@ void note_barrier(MPI_Comm comm) {
     barriers->fetch_add(1, std::memory_order_relaxed);
     return;
   }
-  if (const Hierarchy* h = topology::cached_hierarchy(comm)) {
+  // Noted (above) only where comm's own decisions depend on barriers.
+  const Hierarchy* h = topology::cached_hierarchy(comm);
+  if (h && h->barriers_noted.load(std::memory_order_relaxed)) {
     h->barriers.fetch_add(1, std::memory_order_relaxed);
     note_barriers_of(comm, &h->barriers);
   }

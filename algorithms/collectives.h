@@ -49,10 +49,12 @@ std::optional<int> reduce_scatter_block(const void* sbuf, void* rbuf, int rcount
 std::optional<int> alltoall(const void* sbuf, int scount, MPI_Datatype stype, void* rbuf, int rcount,
                             MPI_Datatype rtype, MPI_Comm comm);
 
-// MPI_Barrier on comm: counted on its hierarchy (where one was built), so
-// that the next collective of each kind there is known to follow a barrier.
-// Only once some remembered decision depends on it (barriers_matter()), set
-// at the same call on every rank, so every rank counts the same barriers.
+// MPI_Barrier on comm: counted on its hierarchy, so that the next
+// collective of each kind there is known to follow a barrier; only from the
+// first decision about comm that depends on it (Hierarchy::barriers_noted),
+// made at the same call on every rank of comm, so that they all count the
+// same barriers. barriers_matter(): whether any decision of this process
+// did (before it, MPI_Barrier goes straight to the library).
 extern std::atomic<bool> g_barriers_matter;
 [[gnu::always_inline]] inline bool barriers_matter() { return g_barriers_matter.load(std::memory_order_relaxed); }
 void note_barrier(MPI_Comm comm);

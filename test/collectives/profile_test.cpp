@@ -778,6 +778,38 @@ TEST_F(ProfileLoading, TheFirstCallAfterABarrierGetsTheWinnerBetweenBarriers) {
   PMPI_Comm_free(&columns);
 }
 
+// Barriers are counted on a communicator from the first decision about it
+// that depends on them, at the same call on every one of its ranks. Ranks
+// that made such a decision about another communicator, one the others are
+// not in (here: rank 0 alone, as after its own sub-communicator's call),
+// must not count this one's barriers before that: the first allgather after
+// a barrier would be the first since a barrier on some ranks and not on the
+// others, and run ring on some and the library on the others.
+TEST_F(ProfileLoading, BarriersCountOnACommunicatorFromItsOwnFirstDecision) {
+  if (world_size() < 2) GTEST_SKIP() << "one rank passes through";
+  set_trial("0");
+  ASSERT_EQ(
+      load(file("own_barriers.json", topo::profile_text(profile_where_ring_leads_between_barriers()))).info.status,
+      ProfileStatus::loaded);
+  MPI_Comm comm = seen_duplicate();
+  int one = 1, sum = 0;  // a decision that does not depend on barriers: comm's hierarchy is built
+  ASSERT_EQ(MPI_Allreduce(&one, &sum, 1, MPI_INT, MPI_SUM, comm), MPI_SUCCESS);
+  ASSERT_NE(topo::cached_hierarchy(comm), nullptr);
+  alg::g_barriers_matter.store(world_rank() == 0, std::memory_order_relaxed);
+  ASSERT_EQ(MPI_Barrier(comm), MPI_SUCCESS);
+  int round = 0;
+  alg::reset_collectives_counts();
+  allgather_matches(comm, ++round);  // decided here: ring or the library, alike on every rank
+  ASSERT_EQ(MPI_Barrier(comm), MPI_SUCCESS);
+  allgather_matches(comm, ++round);  // after a barrier counted on every rank: ring
+  allgather_matches(comm, ++round);  // the library
+  uint64_t ring = calls_of(alg::Collective::allgather, "ring"), all = ring;
+  ASSERT_EQ(PMPI_Allreduce(MPI_IN_PLACE, &all, 1, MPI_UINT64_T, MPI_SUM, comm), MPI_SUCCESS);
+  EXPECT_EQ(all, ring * static_cast<uint64_t>(world_size())) << "ranks ran ring on different calls";
+  EXPECT_EQ(ring, 1u);
+  PMPI_Comm_free(&comm);
+}
+
 // A trial of a call that is the first since a barrier counts the barrier
 // before each call with the call (algorithms/collectives.h,
 // note_barrier_seconds): what a side leaves the next barrier to wait for
