@@ -211,7 +211,7 @@ Remembered decide(const Call& c, MPI_Comm comm, std::optional<bool> commutative 
     out.varies |= Remembered::first_since_barrier;
     out.after_barrier = *k;
     note_trial(out, 2);
-    h->barriers_noted.store(true, std::memory_order_relaxed);
+    h->barriers_counted.store(true, std::memory_order_relaxed);
     g_barriers_matter.store(true, std::memory_order_relaxed);
   }
   if (out.algorithm || out.varies) out.hierarchy = h;
@@ -350,15 +350,16 @@ void seen_undecided(const Call& c, MPI_Comm comm) {
 }
 
 void note_barrier(MPI_Comm comm) {
-  if (std::atomic<uint64_t>* barriers = noted_barriers(comm)) [[likely]] {
-    barriers->fetch_add(1, std::memory_order_relaxed);
+  // Counted only where comm's own decisions depend on barriers
+  // (Hierarchy::barriers_counted); noted either way, so that the next
+  // barrier on comm asks nothing of the library.
+  if (const NotedBarriers::Entry* e = noted_barriers(comm)) [[likely]] {
+    if (e->counted->load(std::memory_order_relaxed)) e->barriers->fetch_add(1, std::memory_order_relaxed);
     return;
   }
-  // Noted (above) only where comm's own decisions depend on barriers.
-  const Hierarchy* h = topology::cached_hierarchy(comm);
-  if (h && h->barriers_noted.load(std::memory_order_relaxed)) {
-    h->barriers.fetch_add(1, std::memory_order_relaxed);
-    note_barriers_of(comm, &h->barriers);
+  if (const Hierarchy* h = topology::cached_hierarchy(comm)) {
+    if (h->barriers_counted.load(std::memory_order_relaxed)) h->barriers.fetch_add(1, std::memory_order_relaxed);
+    note_barriers_of(comm, &h->barriers, &h->barriers_counted);
   }
 }
 

@@ -51,7 +51,7 @@ std::optional<int> alltoall(const void* sbuf, int scount, MPI_Datatype stype, vo
 
 // MPI_Barrier on comm: counted on its hierarchy, so that the next
 // collective of each kind there is known to follow a barrier; only from the
-// first decision about comm that depends on it (Hierarchy::barriers_noted),
+// first decision about comm that depends on it (Hierarchy::barriers_counted),
 // made at the same call on every rank of comm, so that they all count the
 // same barriers. barriers_matter(): whether any decision of this process
 // did (before it, MPI_Barrier goes straight to the library).

@@ -397,20 +397,21 @@ struct NotedBarriers {
   struct Entry {
     uint64_t comm = 0, epoch = 0;  // epochs start at 1: an empty entry never holds
     std::atomic<uint64_t>* barriers = nullptr;
+    const std::atomic<bool>* counted = nullptr;  // Hierarchy::barriers_counted: whether to count them
   };
   std::array<Entry, 4> entries{};
   unsigned next = 0;
 };
 extern thread_local constinit NotedBarriers t_noted_barriers [[gnu::tls_model("initial-exec")]];
-// comm's barrier count as noted in this epoch, or null.
-[[gnu::always_inline]] inline std::atomic<uint64_t>* noted_barriers(MPI_Comm comm) {
+// comm's note in this epoch, or null.
+[[gnu::always_inline]] inline const NotedBarriers::Entry* noted_barriers(MPI_Comm comm) {
   const uint64_t key = handle_key(comm), epoch = detail::epoch();
   for (const NotedBarriers::Entry& e : t_noted_barriers.entries)
-    if (e.comm == key && e.epoch == epoch) return e.barriers;
+    if (e.comm == key && e.epoch == epoch) return &e;
   return nullptr;
 }
-// Notes `barriers` as comm's count over the oldest entry, where comm is
-// watched (false: not noted).
-bool note_barriers_of(MPI_Comm comm, std::atomic<uint64_t>* barriers);
+// Notes `barriers` as comm's count, counted while `counted`, over the
+// oldest entry, where comm is watched (false: not noted).
+bool note_barriers_of(MPI_Comm comm, std::atomic<uint64_t>* barriers, const std::atomic<bool>* counted);
 
 }  // namespace veneer::algorithms

@@ -72,13 +72,13 @@ struct Hierarchy {
   // depends on whether a barrier came between (algorithms/decisions.h).
   // The same order argument holds.
   mutable std::atomic<uint64_t> barriers{0};
-  // Whether barriers on `parent` are noted: from the first decision about a
-  // call on `parent` that depends on them, made at the same call on every
-  // one of its ranks. (A rank that made such a decision about another
-  // communicator first, one the others are not in, would otherwise count
-  // barriers here that they do not, and take the next call for the first
-  // since a barrier where they do not.)
-  mutable std::atomic<bool> barriers_noted{false};
+  // Whether barriers on `parent` are counted in `barriers`: from the first
+  // decision about a call on `parent` that depends on them, made at the
+  // same call on every one of its ranks. (A rank that made such a decision
+  // about another communicator first, one the others are not in, would
+  // otherwise count barriers here that they do not, and take the next call
+  // for the first since a barrier where they do not.)
+  mutable std::atomic<bool> barriers_counted{false};
   mutable std::atomic<uint64_t> barriers_seen[8] = {};
   // The collectives' trials of their choices on `parent` (algorithms/trial.h),
   // made on first use; freed with the hierarchy, so with the communicator.

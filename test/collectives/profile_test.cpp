@@ -796,11 +796,14 @@ TEST_F(ProfileLoading, BarriersCountOnACommunicatorFromItsOwnFirstDecision) {
   ASSERT_EQ(MPI_Allreduce(&one, &sum, 1, MPI_INT, MPI_SUM, comm), MPI_SUCCESS);
   ASSERT_NE(topo::cached_hierarchy(comm), nullptr);
   alg::g_barriers_matter.store(world_rank() == 0, std::memory_order_relaxed);
-  ASSERT_EQ(MPI_Barrier(comm), MPI_SUCCESS);
+  const topo::Hierarchy* h = topo::cached_hierarchy(comm);
+  for (int k = 0; k < 2; ++k) ASSERT_EQ(MPI_Barrier(comm), MPI_SUCCESS);  // the second through rank 0's note
+  EXPECT_EQ(h->barriers.load(), 0u) << "barriers counted before a decision about comm depended on them";
   int round = 0;
   alg::reset_collectives_counts();
   allgather_matches(comm, ++round);  // decided here: ring or the library, alike on every rank
   ASSERT_EQ(MPI_Barrier(comm), MPI_SUCCESS);
+  EXPECT_EQ(h->barriers.load(), 1u);
   allgather_matches(comm, ++round);  // after a barrier counted on every rank: ring
   allgather_matches(comm, ++round);  // the library
   uint64_t ring = calls_of(alg::Collective::allgather, "ring"), all = ring;
