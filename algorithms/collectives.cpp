@@ -353,14 +353,11 @@ void note_barrier(MPI_Comm comm) {
   // Counted only where comm's own decisions depend on barriers
   // (Hierarchy::barriers_counted); noted either way, so that the next
   // barrier on comm asks nothing of the library.
-  if (const NotedBarriers::Entry* e = noted_barriers(comm)) [[likely]] {
-    if (e->counted->load(std::memory_order_relaxed)) e->barriers->fetch_add(1, std::memory_order_relaxed);
-    return;
-  }
-  if (const Hierarchy* h = topology::cached_hierarchy(comm)) {
-    if (h->barriers_counted.load(std::memory_order_relaxed)) h->barriers.fetch_add(1, std::memory_order_relaxed);
-    note_barriers_of(comm, &h->barriers, &h->barriers_counted);
-  }
+  const NotedBarriers::Entry* e = noted_barriers(comm);
+  const Hierarchy* h = e ? e->hierarchy : topology::cached_hierarchy(comm);
+  if (!h) return;
+  if (h->barriers_counted.load(std::memory_order_relaxed)) h->barriers.fetch_add(1, std::memory_order_relaxed);
+  if (!e) note_barriers_of(comm, h);
 }
 
 std::optional<int> allreduce(const void* sbuf, void* rbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm) {

@@ -146,13 +146,12 @@ bool watch_communicator(MPI_Comm comm) {
   return found || PMPI_Comm_set_attr(comm, keyval, nullptr) == MPI_SUCCESS;
 }
 
-bool note_barriers_of(MPI_Comm comm, std::atomic<uint64_t>* barriers, const std::atomic<bool>* counted) {
+bool note_barriers_of(MPI_Comm comm, const topology::Hierarchy* h) {
   const uint64_t epoch = detail::epoch();
   hold_communicator_state();
   if (!watch_communicator(comm)) return false;
   NotedBarriers& n = t_noted_barriers;
-  n.entries[n.next++ % n.entries.size()] = {
-      .comm = handle_key(comm), .epoch = epoch, .barriers = barriers, .counted = counted};
+  n.entries[n.next++ % n.entries.size()] = {.comm = handle_key(comm), .epoch = epoch, .hierarchy = h};
   return true;
 }
 

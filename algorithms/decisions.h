@@ -395,9 +395,8 @@ void decisions_finalize();
 // epoch.
 struct NotedBarriers {
   struct Entry {
-    uint64_t comm = 0, epoch = 0;  // epochs start at 1: an empty entry never holds
-    std::atomic<uint64_t>* barriers = nullptr;
-    const std::atomic<bool>* counted = nullptr;  // Hierarchy::barriers_counted: whether to count them
+    uint64_t comm = 0, epoch = 0;                    // epochs start at 1: an empty entry never holds
+    const topology::Hierarchy* hierarchy = nullptr;  // its barriers, counted while barriers_counted
   };
   std::array<Entry, 4> entries{};
   unsigned next = 0;
@@ -410,8 +409,8 @@ extern thread_local constinit NotedBarriers t_noted_barriers [[gnu::tls_model("i
     if (e.comm == key && e.epoch == epoch) return &e;
   return nullptr;
 }
-// Notes `barriers` as comm's count, counted while `counted`, over the
-// oldest entry, where comm is watched (false: not noted).
-bool note_barriers_of(MPI_Comm comm, std::atomic<uint64_t>* barriers, const std::atomic<bool>* counted);
+// Notes h as comm's hierarchy over the oldest entry, where comm is watched
+// (false: not noted).
+bool note_barriers_of(MPI_Comm comm, const topology::Hierarchy* h);
 
 }  // namespace veneer::algorithms
