@@ -329,10 +329,10 @@ void offer_challenger(Choice& c, std::span<const Algorithm* const> candidates, c
     // On a smaller count the profile timed, such a challenger is tried only
     // where the profile measured it ahead of the library there, however
     // thinly (within the spreads, or by less than after_barrier_min_gain).
-    // A 4-rank profile's challengers measured behind the library on 2 and 3
-    // ranks lost 51 of 51 and 54 of 55 such trials in the model check under
-    // Open MPI (the one taken, 1.14x, was measured ahead), and their calls
-    // cost OSU's loop of small calls: on 3 ranks, Open MPI's 8-64 B reduce
+    // With a 4-rank profile, such challengers on 2 and 3 ranks lost 51 of 51
+    // and 54 of 55 trials in the model check under Open MPI (the one taken,
+    // 1.14x, had been measured ahead), and the calls of those measured
+    // behind cost OSU's loop of small calls: on 3 ranks, Open MPI's 8-64 B reduce
     // read 0.83-0.84 of the library with them and 0.87 without (ten launches
     // each, medians), MPICH's 8 B-4 KiB broadcast 0.57-0.89 and 0.92-1.01
     // (eight); on 2 ranks, MPICH's shapes read alike.
