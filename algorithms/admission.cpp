@@ -127,6 +127,32 @@ std::optional<Shape> admit(const Call& c, int p, std::string* why) {
   return out;
 }
 
+namespace {
+// `count` instances of `type` in bytes, nullopt where that cannot be told
+// (type_bytes, from this thread's front of the type cache where it knows the type).
+std::optional<int64_t> bytes_of(int count, MPI_Datatype type) {
+  if (count < 0) return std::nullopt;
+  if (const datatypes::Layout* layout = datatypes::peek(type); layout && layout->size >= 0)
+    return int64_t{count} * layout->size;
+  return type_bytes(count, type);
+}
+}  // namespace
+
+Call agreed_call(const Call& c, bool bucket) {
+  if (!moves_bytes(c.collective)) return c;
+  const std::optional<int64_t> bytes = bytes_of(c.count, c.type);
+  if (!bytes || *bytes > INT_MAX) return c;
+  const auto exact = static_cast<int>(*bytes);
+  Call out = c;
+  out.type = MPI_BYTE;
+  out.count = bucket && counts_bucketed(c.collective) ? decision_count(exact) : exact;
+  if (c.collective != Collective::bcast && c.sbuf != MPI_IN_PLACE) {
+    out.stype = MPI_BYTE;
+    out.scount = out.count;
+  }
+  return out;
+}
+
 void place(Shape& s, const Hierarchy& h) {
   s.ranks = h.size;
   s.nodes = h.node_count;
@@ -162,7 +188,24 @@ bool handles_rememberable(const Call& c) {
 }
 }  // namespace
 
-bool rememberable(const Call& c) { return c.collective != Collective::reduce_scatter && handles_rememberable(c); }
+namespace {
+// A broadcast, allgather or alltoall is decided for its bucket of bytes
+// (agreed_call) and remembered by its bucket of counts (decision_key):
+// only where every count of that bucket has one bucket of bytes (always,
+// for a type whose size is a power of two; for a 24-byte type, often not).
+bool one_bucket_of_bytes(const Call& c) {
+  if (!moves_bytes(c.collective) || !counts_bucketed(c.collective) || c.count < 16) return true;
+  const int low = decision_count(c.count);
+  const int high = low | ((1 << (28 - __builtin_clz(static_cast<unsigned>(c.count)))) - 1);
+  const std::optional<int64_t> a = bytes_of(low, c.type), b = bytes_of(high, c.type);
+  if (!a || !b || *b > INT_MAX) return false;
+  return decision_count(static_cast<int>(*a)) == decision_count(static_cast<int>(*b));
+}
+}  // namespace
+
+bool rememberable(const Call& c) {
+  return c.collective != Collective::reduce_scatter && handles_rememberable(c) && one_bucket_of_bytes(c);
+}
 
 bool user_op_call(const Call& c) {
   if (!is_reduction(c.collective) || c.op == MPI_OP_NULL || predefined_op_accepts(c.op, TypeClass::none)) return false;

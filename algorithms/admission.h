@@ -25,8 +25,9 @@ std::optional<Shape> admit(const Call& c, int p, std::string* why = nullptr);
 void place(Shape& s, const Hierarchy& h);
 
 // Whether a decision about `c` may be remembered (decisions.h): its handles
-// cannot change meaning unnoticed, and reduce_scatter's counts array is not
-// part of the key.
+// cannot change meaning unnoticed, reduce_scatter's counts array is not
+// part of the key, and a broadcast's, allgather's or alltoall's bucket of
+// counts holds one bucket of bytes (collectives.h agreed_call).
 bool rememberable(const Call& c);
 // Whether `c` is a reduction with a user-defined op and its other handles
 // are as rememberable() asks: its decision may be remembered only where any

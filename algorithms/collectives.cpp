@@ -238,11 +238,17 @@ bool library_for_any_user_op(const Call& c, MPI_Comm comm, const Remembered& fre
 // count may be within a limit its larger ones pass). True where c's counts
 // are the bucket's own. Past half the largest message (a node's data at its
 // leader, node_data_at_leader), not: a trial's opponent, or the next
-// challenger, would need the same answer. Depends on c's arguments alone:
-// every rank answers alike.
+// challenger, would need the same answer. Depends on what every rank of
+// the call agrees on alone (a broadcast's, allgather's or alltoall's bytes,
+// agreed_call), so every rank answers alike.
 bool runs_as_decided(const Algorithm& a, const Call& c, const Hierarchy& h) {
-  if (!counts_bucketed(c.collective) || (decision_count(c.count) == c.count && decision_count(c.scount) == c.scount))
+  if (!counts_bucketed(c.collective)) return true;
+  if (moves_bytes(c.collective)) {
+    const int bytes = agreed_call(c, false).count;
+    if (decision_count(bytes) == bytes) return true;
+  } else if (decision_count(c.count) == c.count && decision_count(c.scount) == c.scount) {
     return true;
+  }
   auto s = admit(c, h.size);
   if (!s) return false;
   place(*s, h);

@@ -127,6 +127,8 @@ void seen_undecided(const Call& c, MPI_Comm comm);
 // every rank makes the same one whichever count of the bucket it saw
 // first; a choice the call's own count cannot run (collectives.cpp,
 // runs_as_decided) goes to the library for that count, alike on every rank.
+// Broadcasts, allgathers and alltoalls are bucketed by their bytes
+// (agreed_call below), as their ranks may count them in different types.
 namespace detail {
 // A bit per collective (1 << Collective) whose counts are bucketed.
 inline std::atomic<uint32_t> g_count_buckets{0};
@@ -143,8 +145,30 @@ inline std::atomic<uint32_t> g_count_buckets{0};
 // (collectives_init, on every change of them).
 struct Tuning;
 void count_buckets_for(const Tuning& t);
-// The call whose decision `c` shares: its counts bucketed where they are.
+// Bcast, Allgather and Alltoall move bytes, and the ranks of one call may
+// describe them with different types and counts: MPI asks only that the
+// type signatures match (a root's contiguous or vector type of n doubles,
+// the others' n MPI_DOUBLE). What every rank agrees on is the bytes. The
+// call as every rank of it sees it: each side's bytes as that many
+// MPI_BYTE (a block of an allgather or alltoall; the send side as the
+// receive side, which a matching signature makes it), bucketed as counts
+// are (decision_count, of the bytes) where `bucket` and the collective's
+// counts are bucketed; its decisions and trials are made for that, so
+// that every rank makes the same. (Made for the call's own type and
+// count, a root's derived type was never tried while the others' named
+// type was, and the others ran a trial's blocks and barriers without it:
+// the job hung; and a count of 1,000 doubles was decided as 960, the
+// same bytes in one 8,000-byte type as 8,000.) Any other call, or one
+// whose bytes cannot be counted or do not fit an int: `c` itself, which
+// admit() refuses alike on every rank.
+inline bool moves_bytes(Collective c) {
+  return c == Collective::bcast || c == Collective::allgather || c == Collective::alltoall;
+}
+Call agreed_call(const Call& c, bool bucket = true);
+// The call whose decision `c` shares: its counts bucketed where they are
+// (a broadcast's, allgather's or alltoall's bytes: agreed_call).
 inline Call decision_call(const Call& c) {
+  if (moves_bytes(c.collective)) return agreed_call(c);
   if (!counts_bucketed(c.collective)) return c;
   Call out = c;
   out.count = decision_count(c.count);

@@ -167,7 +167,9 @@ bool named(MPI_Datatype t) {
 // root's alone), nor the send side of an in-place allgather or alltoall
 // (not read, and may differ between ranks).
 DecisionKey shape_key(const Call& c) {
-  DecisionKey k = decision_key(c, MPI_COMM_NULL);
+  // A broadcast's, allgather's or alltoall's types and counts may differ
+  // between ranks; its bytes do not (agreed_call).
+  DecisionKey k = decision_key(moves_bytes(c.collective) ? agreed_call(c) : c, MPI_COMM_NULL);
   k.root = 0;
   k.in_place = false;
   if (c.sbuf == MPI_IN_PLACE) {
@@ -720,7 +722,12 @@ Verdict stop_early(const Trial& t, const Call& c, const Hierarchy& h, double* le
 bool tried_whatever_its_lead(const Call& c) { return bytes_of(c) > kFullTrialBytes; }
 
 bool triable(const Call& c) {
-  if (config().trial_calls <= 0 || !rememberable(c)) return false;
+  if (config().trial_calls <= 0) return false;
+  // By its bytes (shape_key), whatever types each rank gives them in: a
+  // rank that described the data with a derived type and did not try
+  // while the others did left them waiting in the trial's blocks.
+  if (moves_bytes(c.collective)) return true;
+  if (!rememberable(c)) return false;
   return named(c.type) && (c.sbuf == MPI_IN_PLACE || named(c.stype));
 }
 

@@ -50,9 +50,11 @@
 // only by what MPI requires to be the same on every rank of the
 // communicator (the collective, predefined types and counts, the op, the
 // pattern condition, the algorithm chosen and its opponent; not the root, and not
-// MPI_IN_PLACE, which only a reduce's root may give), and the calls of one
-// key come in the same order on every rank. Calls with derived types, and
-// choices a rule forced, are not tried.
+// MPI_IN_PLACE, which only a reduce's root may give; for a broadcast,
+// allgather or alltoall, only its bytes, as its ranks may give them in
+// different types: collectives.h agreed_call), and the calls of one key
+// come in the same order on every rank. Reductions with derived types
+// (user-defined ops), and choices a rule forced, are not tried.
 #include <cstddef>
 #include <cstdint>
 #include <optional>

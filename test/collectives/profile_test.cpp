@@ -1427,6 +1427,96 @@ TEST_F(ProfileLoading, AThinLeadOfTheLibrarysIsChallengedOnTheJobsCalls) {
   set_trial("0");
 }
 
+// The library's profile above, with bcast timed at 1, 4 and 16 KiB:
+// binomial 1.4x ahead of the library from a fixed root, between barriers
+// and from a moving root (a thin lead, tried on the job's calls).
+topo::Profile profile_where_binomial_leads_bcast_thinly() {
+  topo::Profile prof = profile_where("library");
+  for (int64_t bytes : {int64_t{1024}, int64_t{4096}, int64_t{16384}}) {
+    const double library = 1e-5 * static_cast<double>(bytes) / 1024;
+    topo::CollectivePoint pt = point_here("bcast", bytes, {});
+    pt.times.emplace_back("library", topo::Timing{library, 0.02, 0, library, library});
+    const double binomial = library / 1.4;
+    pt.times.emplace_back("binomial", topo::Timing{binomial, 0.02, 0, binomial, binomial});
+    prof.collectives.push_back(pt);
+  }
+  return prof;
+}
+
+// A broadcast whose ranks describe its data with different types, as MPI
+// allows where the type signatures match: the root a column of a matrix
+// (MPI_Type_vector, 700 ints two apart), the others 700 contiguous MPI_INT.
+// Its decision and trial are made for its bytes (collectives.h
+// agreed_call), so every rank tries binomial's thin lead alike: 32 calls a
+// side, then whoever led serves the shape, on every rank. (Made for each
+// rank's own type, the root, whose derived type was never tried, ran
+// binomial while the others ran the trial's blocks and its barriers: the
+// job hung.) Every rank receives the column. The agreed call is the same
+// for a type of 1,000 doubles given once and for 1,000 MPI_DOUBLE: 8,000
+// bytes, bucketed alike (not 8,000 bytes for one and 960 doubles for the
+// other).
+TEST_F(ProfileLoading, RanksThatDescribeABroadcastWithDifferentTypesTryItAlike) {
+  const int p = world_size(), me = world_rank();
+  if (p < 2) GTEST_SKIP() << "one rank passes through";
+  set_trial(nullptr);
+  ASSERT_EQ(load(file("thin_bcast.json", topo::profile_text(profile_where_binomial_leads_bcast_thinly()))).info.status,
+            ProfileStatus::loaded);
+  MPI_Datatype thousand = MPI_DATATYPE_NULL;
+  ASSERT_EQ(MPI_Type_contiguous(1000, MPI_DOUBLE, &thousand), MPI_SUCCESS);
+  ASSERT_EQ(MPI_Type_commit(&thousand), MPI_SUCCESS);
+  const alg::Call as_one{.collective = alg::Collective::bcast, .count = 1, .type = thousand};
+  const alg::Call as_doubles{.collective = alg::Collective::bcast, .count = 1000, .type = MPI_DOUBLE};
+  ASSERT_TRUE(alg::counts_bucketed(alg::Collective::bcast));
+  EXPECT_EQ(alg::agreed_call(as_one).type, MPI_BYTE);
+  EXPECT_EQ(alg::agreed_call(as_one).count, alg::decision_count(8000));
+  EXPECT_EQ(alg::agreed_call(as_doubles).count, alg::agreed_call(as_one).count);
+  EXPECT_EQ(alg::agreed_call(as_doubles, false).count, 8000);
+  MPI_Type_free(&thousand);
+
+  constexpr int kColumn = 700;
+  MPI_Datatype column = MPI_DATATYPE_NULL;
+  ASSERT_EQ(MPI_Type_vector(kColumn, 1, 2, MPI_INT, &column), MPI_SUCCESS);
+  ASSERT_EQ(MPI_Type_commit(&column), MPI_SUCCESS);
+  auto calls = [](const char* algorithm) { return calls_of(alg::Collective::bcast, algorithm); };
+  const alg::Algorithm* binomial = alg::find_algorithm(alg::Collective::bcast, "binomial");
+  ASSERT_NE(binomial, nullptr);
+  for (const bool library_leads : {true, false}) {
+    SCOPED_TRACE(library_leads ? "the library leads" : "binomial leads");
+    MPI_Comm comm = seen_duplicate();
+    std::vector<int> matrix(size_t{2} * kColumn), received(kColumn);
+    auto bcast = [&](int round) {
+      if (me == 0) {
+        for (int i = 0; i < 2 * kColumn; ++i) matrix[static_cast<size_t>(i)] = i % 2 ? -1 : i * 7 + round;
+        ASSERT_EQ(MPI_Bcast(matrix.data(), 1, column, 0, comm), MPI_SUCCESS);
+        for (int i = 0; i < 2 * kColumn; ++i)
+          ASSERT_EQ(matrix[static_cast<size_t>(i)], i % 2 ? -1 : i * 7 + round) << "the root's data changed";
+      } else {
+        std::fill(received.begin(), received.end(), -2);
+        ASSERT_EQ(MPI_Bcast(received.data(), kColumn, MPI_INT, 0, comm), MPI_SUCCESS);
+        for (int i = 0; i < kColumn; ++i) ASSERT_EQ(received[static_cast<size_t>(i)], 2 * i * 7 + round) << round;
+      }
+    };
+    alg::reset_collectives_counts();
+    alg::reset_trial_counts();
+    alg::no_handicaps_for_testing();
+    alg::handicap_for_testing(library_leads ? binomial : nullptr, 1.0);
+    for (int round = 0; round < 64; ++round) bcast(round);
+    alg::no_handicaps_for_testing();
+    EXPECT_EQ(calls("binomial"), 32u);
+    EXPECT_EQ(calls("library"), 32u);
+    const alg::TrialCounts ended = alg::trial_counts();
+    EXPECT_EQ(ended.dropped, library_leads ? 1u : 0u);
+    EXPECT_EQ(ended.kept, library_leads ? 0u : 1u);
+    for (int round = 64; round < 70; ++round) bcast(round);
+    const uint64_t after = calls("binomial");
+    EXPECT_EQ(after, library_leads ? 32u : 38u);
+    EXPECT_TRUE(same_on_every_rank(after, comm)) << "every rank runs the same side";
+    PMPI_Comm_free(&comm);
+  }
+  MPI_Type_free(&column);
+  set_trial("0");
+}
+
 // A lead half way that rests on a few slow blocks of the opponent's does
 // not take the shape there (trial.cpp, stop_early): on the thin lead's
 // trial above, the challenger's calls made to look 1 s a call and the
